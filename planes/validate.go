@@ -7,7 +7,7 @@ import (
 	"strconv"
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // validate checks references and uniqueness; field paths match the decoder's.
 func validate(t *Topology) []FieldError {
@@ -22,7 +22,7 @@ func validate(t *Topology) []FieldError {
 		case name == "":
 			fail(field, "is required")
 		case !nameRE.MatchString(name):
-			fail(field, "%q is not a valid name (letters, digits, '.', '_', '-', '/'; at most 63)", name)
+			fail(field, "%q is not a valid name (letters, digits, '.', '_', '-'; at most 63)", name)
 		}
 	}
 

@@ -1,0 +1,126 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Embedded is a single-member etcd server on loopback.
+type Embedded struct {
+	etcd   *embed.Etcd
+	client string
+}
+
+type embeddedPorts struct {
+	Client int `json:"client"`
+	Peer   int `json:"peer"`
+}
+
+// StartEmbedded starts (or restarts, keeping its data) an etcd server in
+// dir/etcd. Its loopback ports are chosen free on first start and kept in
+// dir/etcd/ports.json so a restart finds the same member.
+func StartEmbedded(ctx context.Context, dir string, logger *slog.Logger) (*Embedded, error) {
+	if dir == "" {
+		return nil, errors.New("kv: embedded etcd needs a data directory")
+	}
+	base := filepath.Join(dir, "etcd")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return nil, fmt.Errorf("kv: %w", err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		ports, err := loadOrPickPorts(filepath.Join(base, "ports.json"), attempt > 0)
+		if err != nil {
+			return nil, err
+		}
+		e, err := startEtcd(ctx, base, ports)
+		if err == nil {
+			logger.Info("embedded etcd started", "dir", base, "client_url", e.client)
+			return e, nil
+		}
+		lastErr = err
+		logger.Warn("embedded etcd did not start, retrying with other ports", "err", err)
+	}
+	return nil, lastErr
+}
+
+func startEtcd(ctx context.Context, base string, ports embeddedPorts) (*Embedded, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "fabricd"
+	cfg.Dir = filepath.Join(base, "data")
+	clientURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports.Client)}
+	peerURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports.Peer)}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.LogLevel = "error"
+	cfg.LogOutputs = []string{filepath.Join(base, "etcd.log")}
+	cfg.AutoCompactionMode = "revision"
+	cfg.AutoCompactionRetention = "10000"
+	cfg.QuotaBackendBytes = 2 << 30
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kv: start embedded etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("kv: embedded etcd: %w", err)
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return nil, errors.New("kv: embedded etcd not ready after 30s (see etcd.log in its data directory)")
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	}
+	return &Embedded{etcd: e, client: clientURL.String()}, nil
+}
+
+// loadOrPickPorts reuses the saved ports, or picks free ones (always when
+// repick is set) and saves them.
+func loadOrPickPorts(path string, repick bool) (embeddedPorts, error) {
+	var p embeddedPorts
+	if !repick {
+		if data, err := os.ReadFile(path); err == nil && json.Unmarshal(data, &p) == nil && p.Client > 0 && p.Peer > 0 {
+			return p, nil
+		}
+	}
+	var err error
+	if p.Client, err = freePort(); err != nil {
+		return p, err
+	}
+	if p.Peer, err = freePort(); err != nil {
+		return p, err
+	}
+	data, _ := json.Marshal(p)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return p, fmt.Errorf("kv: %w", err)
+	}
+	return p, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("kv: pick a port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Endpoints are the server's client URLs.
+func (e *Embedded) Endpoints() []string { return []string{e.client} }
+
+// Close stops the server and waits for it.
+func (e *Embedded) Close() { e.etcd.Close() }
