@@ -1,0 +1,172 @@
+package wire
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+)
+
+// Sizes of ACK parts.
+const (
+	AckHeaderSize      = 28
+	AckBlockHeaderSize = 12
+	// MaxSackWords is the largest SACK bitmap in 64-bit words (512 bits).
+	MaxSackWords = 8
+	// SackBits is the bitmap size receivers send: 256 bits.
+	SackBits = 256
+)
+
+// PathAck acknowledges the packets received on one path.
+type PathAck struct {
+	PathID protocol.PathID
+	// Cumulative: every packet number below it was received (the next
+	// expected packet number).
+	Cumulative protocol.PacketNumber
+	// ECNCE is the count of CE-marked packets received on the path so far.
+	ECNCE uint32
+	// Words is the number of bitmap words in use (0..MaxSackWords).
+	Words uint8
+	// Bitmap bit i set means packet Cumulative+1+i was received.
+	Bitmap [MaxSackWords]uint64
+}
+
+// Received reports whether the block acknowledges packet number pn.
+func (a *PathAck) Received(pn protocol.PacketNumber) bool {
+	if int32(pn-a.Cumulative) < 0 {
+		return true
+	}
+	if pn == a.Cumulative {
+		return false
+	}
+	i := uint32(pn - a.Cumulative - 1)
+	if i >= uint32(a.Words)*64 {
+		return false
+	}
+	return a.Bitmap[i/64]&(1<<(i%64)) != 0
+}
+
+// Largest returns the largest packet number the block acknowledges, or
+// Cumulative-1 when the bitmap is empty.
+func (a *PathAck) Largest() protocol.PacketNumber {
+	for w := int(a.Words) - 1; w >= 0; w-- {
+		if x := a.Bitmap[w]; x != 0 {
+			hi := 63
+			for x&(1<<uint(hi)) == 0 {
+				hi--
+			}
+			return a.Cumulative + 1 + protocol.PacketNumber(w*64+hi)
+		}
+	}
+	return a.Cumulative - 1
+}
+
+func (a *PathAck) length() int { return AckBlockHeaderSize + 8*int(a.Words) }
+
+// Ack acknowledges packets on any number of paths and carries the
+// receiver's flow-control credit and rate grant.
+type Ack struct {
+	Flags     byte // FlagNAK
+	DstConnID protocol.ConnectionID
+	MaxData   protocol.ByteCount
+	RateGrant protocol.Rate
+	AckDelay  time.Duration // microsecond resolution
+	Blocks    []PathAck
+}
+
+// ParseAck decodes an ACK packet, appending its blocks to blocks[:0] so a
+// caller can reuse the slice and parse without allocating.
+func ParseAck(b []byte, blocks []PathAck) (Ack, error) {
+	body, err := checkTyped(b, TypeAck, TypeAck)
+	if err != nil {
+		return Ack{}, err
+	}
+	if len(body) < AckHeaderSize {
+		return Ack{}, errf("short ACK header")
+	}
+	a := Ack{
+		Flags:     body[1] & 0xf0,
+		DstConnID: protocol.ConnectionID(binary.BigEndian.Uint32(body[4:])),
+		MaxData:   protocol.ByteCount(binary.BigEndian.Uint64(body[8:])),
+		RateGrant: protocol.Rate(binary.BigEndian.Uint64(body[16:])),
+		AckDelay:  time.Duration(binary.BigEndian.Uint32(body[24:])) * time.Microsecond,
+	}
+	if a.MaxData < 0 {
+		return Ack{}, errf("ACK max data overflows")
+	}
+	n := int(binary.BigEndian.Uint16(body[2:]))
+	p := body[AckHeaderSize:]
+	blocks = blocks[:0]
+	for i := 0; i < n; i++ {
+		if len(p) < AckBlockHeaderSize {
+			return Ack{}, errf("short ACK block %d", i)
+		}
+		blk := PathAck{
+			PathID:     protocol.PathID(binary.BigEndian.Uint16(p)),
+			Words:      p[2],
+			Cumulative: protocol.PacketNumber(binary.BigEndian.Uint32(p[4:])),
+			ECNCE:      binary.BigEndian.Uint32(p[8:]),
+		}
+		if blk.Words > MaxSackWords {
+			return Ack{}, errf("ACK block %d has %d SACK words", i, blk.Words)
+		}
+		if p[3] != 0 {
+			return Ack{}, errf("ACK block %d reserved byte set", i)
+		}
+		if len(p) < blk.length() {
+			return Ack{}, errf("short ACK bitmap %d", i)
+		}
+		for w := 0; w < int(blk.Words); w++ {
+			blk.Bitmap[w] = binary.BigEndian.Uint64(p[AckBlockHeaderSize+8*w:])
+		}
+		p = p[blk.length():]
+		blocks = append(blocks, blk)
+	}
+	if len(p) != 0 {
+		return Ack{}, errf("%d trailing ACK bytes", len(p))
+	}
+	a.Blocks = blocks
+	return a, nil
+}
+
+// Length returns the encoded size of a.
+func (a *Ack) Length() protocol.ByteCount {
+	n := AckHeaderSize + CRCSize
+	for i := range a.Blocks {
+		n += a.Blocks[i].length()
+	}
+	return protocol.ByteCount(n)
+}
+
+// Append appends the encoded packet to b.
+func (a *Ack) Append(b []byte) []byte {
+	start := len(b)
+	b = append(b, Version, byte(TypeAck)|a.Flags&0xf0)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(a.Blocks)))
+	b = binary.BigEndian.AppendUint32(b, uint32(a.DstConnID))
+	b = binary.BigEndian.AppendUint64(b, uint64(a.MaxData))
+	b = binary.BigEndian.AppendUint64(b, uint64(a.RateGrant))
+	d := a.AckDelay / time.Microsecond
+	if d < 0 {
+		d = 0
+	}
+	if d > 1<<32-1 {
+		d = 1<<32 - 1
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(d))
+	for i := range a.Blocks {
+		blk := &a.Blocks[i]
+		w := blk.Words
+		if w > MaxSackWords {
+			w = MaxSackWords
+		}
+		b = binary.BigEndian.AppendUint16(b, uint16(blk.PathID))
+		b = append(b, w, 0)
+		b = binary.BigEndian.AppendUint32(b, uint32(blk.Cumulative))
+		b = binary.BigEndian.AppendUint32(b, blk.ECNCE)
+		for j := 0; j < int(w); j++ {
+			b = binary.BigEndian.AppendUint64(b, blk.Bitmap[j])
+		}
+	}
+	return appendCRC(b, start)
+}

@@ -1,0 +1,89 @@
+// Package wire encodes and decodes the transport's UDP datagrams.
+//
+// Every datagram is one packet. Each packet type lives in its own file with
+// a Parse… function, an Append method that appends the encoded packet
+// (including the CRC) to a buffer, and a Length method that returns the
+// exact encoded size. Parse functions never allocate: payloads and bitmaps
+// are returned as views into the datagram or as fixed-size arrays. Any
+// datagram that is too short, has the wrong version, an unknown type,
+// inconsistent lengths or a bad CRC is rejected with an error wrapping
+// ErrInvalid, so callers count it and drop it.
+//
+// # Wire format, version 1
+//
+// All integers are big-endian. Every packet starts with a 2-byte prefix and
+// ends with a CRC32C (Castagnoli) of every byte before it:
+//
+//	offset size field
+//	0      1    version (1)
+//	1      1    type (low 4 bits) | flags (high 4 bits)
+//	...         type-specific fields
+//	len-4  4    CRC32C over bytes [0, len-4)
+//
+// Types: 1 DATA, 2 ACK, 3 INIT, 4 INIT_ACK, 5 CLOSE.
+//
+// DATA (26-byte header + payload + 4-byte CRC: 30 bytes of overhead, so a
+// 1472-byte datagram carries 1442 payload bytes, an 8972-byte one 8942):
+//
+//	0   1  version
+//	1   1  type=1 | flags (0x10 retransmission, 0x20 ack immediately)
+//	2   2  path id
+//	4   4  destination connection id
+//	8   4  per-path sequence number (packet number)
+//	12  4  message id
+//	16  4  offset of the payload in the message
+//	20  4  total message length
+//	24  2  payload length
+//	26  n  payload
+//	26+n 4 CRC32C
+//
+// The receiver places the payload at offset in the message's buffer as soon
+// as it arrives, in any order; the message is complete when total length
+// bytes have arrived.
+//
+// ACK (28-byte header, then path blocks, then CRC):
+//
+//	0   1  version
+//	1   1  type=2 | flags (0x10 NAK: go-back-N receiver saw a gap)
+//	2   2  number of path blocks
+//	4   4  destination connection id
+//	8   8  max data: cumulative count of new data bytes the receiver accepts
+//	16  8  rate grant: bytes/s this sender may send to the receiver (0 = no cap)
+//	24  4  ack delay in microseconds (time the newest acknowledged packet waited)
+//	28  …  path blocks, each:
+//	       0  2  path id
+//	       2  1  SACK words w (0..8, 64-bit words: up to 512 bits)
+//	       3  1  reserved (0)
+//	       4  4  cumulative: every packet number below it was received
+//	       8  4  ECN echo: count of CE-marked packets received on the path
+//	       12 8w SACK bitmap: bit i (word i/64, bit i%64 from the LSB) set
+//	             means packet number cumulative+1+i was received
+//	len-4 4 CRC32C
+//
+// An ACK with no blocks is a keepalive.
+//
+// INIT / INIT_ACK (24-byte header, then addresses, then CRC):
+//
+//	0   1  version
+//	1   1  type=3 (INIT) or 4 (INIT_ACK)
+//	2   1  mode (1 multipath, 2 gbn)
+//	3   1  address count a (one per plane of the sender)
+//	4   4  destination connection id (0 in INIT)
+//	8   4  source connection id (the sender's id for this connection)
+//	12  2  max datagram size the sender receives
+//	14  2  reserved (0)
+//	16  8  max data: initial flow-control credit in bytes
+//	24  18a addresses: 16-byte IPv6 (or IPv4-mapped) address + 2-byte port,
+//	        the sender's receive address on each plane, in plane order
+//	len-4 4 CRC32C
+//
+// CLOSE (10-byte header, reason, CRC):
+//
+//	0   1  version
+//	1   1  type=5
+//	2   2  error code (0 = normal close)
+//	4   4  destination connection id
+//	8   2  reason length r
+//	10  r  reason (UTF-8)
+//	len-4 4 CRC32C
+package wire
