@@ -1,0 +1,5 @@
+package userspace
+
+import "unsafe"
+
+func unsafePointer(b *byte) unsafe.Pointer { return unsafe.Pointer(b) }
