@@ -1,0 +1,173 @@
+package congestion
+
+import (
+	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+)
+
+// DelayAIMDConfig configures DelayAIMD.
+type DelayAIMDConfig struct {
+	// MSS is the payload of a full packet.
+	MSS protocol.ByteCount
+	// InitialWindow, MinWindow and MaxWindow bound the window, in bytes.
+	InitialWindow, MinWindow, MaxWindow protocol.ByteCount
+	// TargetQueueDelay is the queueing delay above the path's minimum RTT
+	// that counts as congestion.
+	TargetQueueDelay time.Duration
+	// LossBurst is the fraction of a round's packets lost above which loss
+	// counts as congestion even without delay (tail drops).
+	LossBurst float64
+}
+
+// DefaultDelayAIMDConfig returns defaults for a path with the given MSS.
+func DefaultDelayAIMDConfig(mss protocol.ByteCount) DelayAIMDConfig {
+	return DelayAIMDConfig{
+		MSS:              mss,
+		InitialWindow:    32 * mss,
+		MinWindow:        2 * mss,
+		MaxWindow:        32 << 20,
+		TargetQueueDelay: 1 * time.Millisecond,
+		LossBurst:        0.2,
+	}
+}
+
+// DelayAIMD is a per-path window controller: exponential start, additive
+// increase of one MSS per round while the round's minimum RTT stays under
+// min RTT + target, multiplicative decrease proportional to the excess
+// delay (at most once per round), a 0.8× decrease on ECN marks (once per
+// round), and for loss a decrease only when the loss comes with delay or
+// in a burst. A timeout collapses the window to MinWindow.
+type DelayAIMD struct {
+	cfg       DelayAIMDConfig
+	rtt       *RTTStats
+	cwnd      protocol.ByteCount
+	ssthresh  protocol.ByteCount
+	lastCut   time.Time
+	roundEnd  time.Time
+	roundAck  int
+	roundLoss int
+}
+
+var _ SendAlgorithm = (*DelayAIMD)(nil)
+
+// NewDelayAIMD returns a controller reading RTT samples from rtt.
+func NewDelayAIMD(cfg DelayAIMDConfig, rtt *RTTStats) *DelayAIMD {
+	if cfg.MinWindow < cfg.MSS {
+		cfg.MinWindow = cfg.MSS
+	}
+	if cfg.InitialWindow < cfg.MinWindow {
+		cfg.InitialWindow = cfg.MinWindow
+	}
+	return &DelayAIMD{cfg: cfg, rtt: rtt, cwnd: cfg.InitialWindow, ssthresh: cfg.MaxWindow}
+}
+
+// OnPacketSent implements SendAlgorithm.
+func (c *DelayAIMD) OnPacketSent(time.Time, protocol.ByteCount, protocol.ByteCount) {}
+
+func (c *DelayAIMD) target() time.Duration { return c.rtt.Min() + c.cfg.TargetQueueDelay }
+
+func (c *DelayAIMD) newRound(now time.Time) {
+	if now.Before(c.roundEnd) {
+		return
+	}
+	c.roundEnd = now.Add(c.rtt.Smoothed())
+	c.roundAck, c.roundLoss = 0, 0
+}
+
+func (c *DelayAIMD) canCut(now time.Time) bool {
+	return now.Sub(c.lastCut) >= c.rtt.Smoothed()
+}
+
+func (c *DelayAIMD) cut(now time.Time, factor float64) {
+	w := protocol.ByteCount(float64(c.cwnd) * factor)
+	if w < c.cfg.MinWindow {
+		w = c.cfg.MinWindow
+	}
+	c.cwnd = w
+	c.ssthresh = w
+	c.lastCut = now
+}
+
+// OnPacketAcked implements SendAlgorithm.
+func (c *DelayAIMD) OnPacketAcked(now time.Time, acked, priorInFlight protocol.ByteCount) {
+	c.newRound(now)
+	c.roundAck++
+	if c.rtt.HasSample() {
+		if rm := c.rtt.RoundMin(); rm > c.target() {
+			if c.canCut(now) {
+				excess := float64(rm-c.target()) / float64(rm)
+				f := 1 - 0.5*excess
+				if f < 0.5 {
+					f = 0.5
+				}
+				c.cut(now, f)
+			}
+			return
+		}
+	}
+	// Do not grow a window the sender is not using.
+	if priorInFlight+2*c.cfg.MSS < c.cwnd/2 {
+		return
+	}
+	if c.cwnd < c.ssthresh {
+		c.cwnd += acked
+	} else {
+		c.cwnd += c.cfg.MSS * acked / c.cwnd
+	}
+	if c.cwnd > c.cfg.MaxWindow {
+		c.cwnd = c.cfg.MaxWindow
+	}
+}
+
+// OnPacketLost implements SendAlgorithm.
+func (c *DelayAIMD) OnPacketLost(now time.Time, lost, priorInFlight protocol.ByteCount) {
+	c.newRound(now)
+	c.roundLoss++
+	congested := c.rtt.HasSample() && c.rtt.RoundMin() > c.target()
+	n := c.roundAck + c.roundLoss
+	if c.roundLoss >= 3 && float64(c.roundLoss) > c.cfg.LossBurst*float64(n) {
+		congested = true
+	}
+	if congested && c.canCut(now) {
+		c.cut(now, 0.7)
+	}
+}
+
+// OnECN implements SendAlgorithm.
+func (c *DelayAIMD) OnECN(now time.Time, marked int) {
+	if marked > 0 && c.canCut(now) {
+		c.cut(now, 0.8)
+	}
+}
+
+// OnRetransmissionTimeout implements SendAlgorithm.
+func (c *DelayAIMD) OnRetransmissionTimeout(now time.Time) {
+	c.ssthresh = c.cwnd / 2
+	if c.ssthresh < c.cfg.MinWindow {
+		c.ssthresh = c.cfg.MinWindow
+	}
+	c.cwnd = c.cfg.MinWindow
+	c.lastCut = now
+}
+
+// CanSend implements SendAlgorithm.
+func (c *DelayAIMD) CanSend(inFlight protocol.ByteCount) bool { return inFlight < c.cwnd }
+
+// CongestionWindow implements SendAlgorithm.
+func (c *DelayAIMD) CongestionWindow() protocol.ByteCount { return c.cwnd }
+
+// InSlowStart implements SendAlgorithm.
+func (c *DelayAIMD) InSlowStart() bool { return c.cwnd < c.ssthresh }
+
+// PacingRate implements SendAlgorithm: the window per smoothed RTT, with
+// a gain of 2 in slow start and 1.25 afterwards so pacing never becomes the
+// bottleneck.
+func (c *DelayAIMD) PacingRate() protocol.Rate {
+	gain := 1.25
+	if c.InSlowStart() {
+		gain = 2
+	}
+	srtt := c.rtt.Smoothed()
+	return protocol.Rate(gain * float64(c.cwnd) / srtt.Seconds())
+}

@@ -1,0 +1,107 @@
+package congestion
+
+import "time"
+
+// RTT limits.
+const (
+	DefaultInitialRTT = 1 * time.Millisecond
+	DefaultMinRTO     = 4 * time.Millisecond
+	DefaultMaxRTO     = 1 * time.Second
+)
+
+// RTTStats estimates the round-trip time of one path.
+type RTTStats struct {
+	min, latest, smoothed, meanDev time.Duration
+	// roundMin is the smallest sample of the current round, a filter against
+	// scheduling noise: a real queue raises every sample in a round.
+	roundMin, lastRoundMin time.Duration
+	roundStart             time.Time
+	hasSample              bool
+	MinRTO, MaxRTO         time.Duration
+}
+
+// NewRTTStats returns an estimator with default limits.
+func NewRTTStats() *RTTStats {
+	return &RTTStats{MinRTO: DefaultMinRTO, MaxRTO: DefaultMaxRTO}
+}
+
+// Update adds a sample measured at now. ackDelay is subtracted when it
+// leaves the sample above the minimum.
+func (r *RTTStats) Update(now time.Time, sample, ackDelay time.Duration) {
+	if sample <= 0 {
+		return
+	}
+	if r.min == 0 || sample < r.min {
+		r.min = sample
+	}
+	if sample-ackDelay >= r.min {
+		sample -= ackDelay
+	}
+	r.latest = sample
+	if !r.hasSample {
+		r.hasSample = true
+		r.smoothed = sample
+		r.meanDev = sample / 2
+		r.roundMin, r.lastRoundMin, r.roundStart = sample, sample, now
+		return
+	}
+	d := r.smoothed - sample
+	if d < 0 {
+		d = -d
+	}
+	r.meanDev = (3*r.meanDev + d) / 4
+	r.smoothed = (7*r.smoothed + sample) / 8
+	if sample < r.roundMin {
+		r.roundMin = sample
+	}
+	if now.Sub(r.roundStart) >= r.smoothed {
+		r.lastRoundMin = r.roundMin
+		r.roundMin = sample
+		r.roundStart = now
+	}
+}
+
+// HasSample reports whether any sample arrived.
+func (r *RTTStats) HasSample() bool { return r.hasSample }
+
+// Min returns the smallest sample seen.
+func (r *RTTStats) Min() time.Duration { return r.min }
+
+// Latest returns the last sample.
+func (r *RTTStats) Latest() time.Duration { return r.latest }
+
+// Smoothed returns the smoothed RTT, or DefaultInitialRTT before any sample.
+func (r *RTTStats) Smoothed() time.Duration {
+	if !r.hasSample {
+		return DefaultInitialRTT
+	}
+	return r.smoothed
+}
+
+// RoundMin returns the smallest sample of the last complete round (or of
+// the current one if it is already smaller).
+func (r *RTTStats) RoundMin() time.Duration {
+	if r.roundMin < r.lastRoundMin {
+		return r.roundMin
+	}
+	return r.lastRoundMin
+}
+
+// MeanDeviation returns the RTT variation.
+func (r *RTTStats) MeanDeviation() time.Duration { return r.meanDev }
+
+// RTO returns the retransmission timeout: smoothed + 4 × deviation, within
+// [MinRTO, MaxRTO].
+func (r *RTTStats) RTO() time.Duration {
+	rto := r.Smoothed() + 4*r.meanDev
+	if !r.hasSample {
+		rto = 2 * DefaultInitialRTT
+	}
+	if rto < r.MinRTO {
+		rto = r.MinRTO
+	}
+	if r.MaxRTO > 0 && rto > r.MaxRTO {
+		rto = r.MaxRTO
+	}
+	return rto
+}
