@@ -10,7 +10,7 @@ import (
 // Sizes of ACK parts.
 const (
 	AckHeaderSize      = 28
-	AckBlockHeaderSize = 12
+	AckBlockHeaderSize = 16
 	// MaxSackWords is the largest SACK bitmap in 64-bit words (512 bits).
 	MaxSackWords = 8
 	// SackBits is the bitmap size receivers send: 256 bits.
@@ -23,42 +23,32 @@ type PathAck struct {
 	// Cumulative: every packet number below it was received (the next
 	// expected packet number).
 	Cumulative protocol.PacketNumber
+	// Largest is the largest packet number received on the path.
+	Largest protocol.PacketNumber
 	// ECNCE is the count of CE-marked packets received on the path so far.
 	ECNCE uint32
 	// Words is the number of bitmap words in use (0..MaxSackWords).
 	Words uint8
-	// Bitmap bit i set means packet Cumulative+1+i was received.
+	// Bitmap bit i set means packet Largest-1-i was received: the SACK
+	// window is anchored at the newest packet, so a hole that will never be
+	// filled (its data was resent on another path) does not freeze it.
 	Bitmap [MaxSackWords]uint64
 }
 
-// Received reports whether the block acknowledges packet number pn.
-func (a *PathAck) Received(pn protocol.PacketNumber) bool {
-	if int32(pn-a.Cumulative) < 0 {
-		return true
+// Received reports whether the block acknowledges packet number pn. known
+// is false when pn lies outside what the block describes.
+func (a *PathAck) Received(pn protocol.PacketNumber) (received, known bool) {
+	if int32(pn-a.Cumulative) < 0 || pn == a.Largest {
+		return true, true
 	}
-	if pn == a.Cumulative {
-		return false
+	if int32(pn-a.Largest) > 0 {
+		return false, true
 	}
-	i := uint32(pn - a.Cumulative - 1)
-	if i >= uint32(a.Words)*64 {
-		return false
+	d := uint32(a.Largest - 1 - pn)
+	if d >= uint32(a.Words)*64 {
+		return false, false
 	}
-	return a.Bitmap[i/64]&(1<<(i%64)) != 0
-}
-
-// Largest returns the largest packet number the block acknowledges, or
-// Cumulative-1 when the bitmap is empty.
-func (a *PathAck) Largest() protocol.PacketNumber {
-	for w := int(a.Words) - 1; w >= 0; w-- {
-		if x := a.Bitmap[w]; x != 0 {
-			hi := 63
-			for x&(1<<uint(hi)) == 0 {
-				hi--
-			}
-			return a.Cumulative + 1 + protocol.PacketNumber(w*64+hi)
-		}
-	}
-	return a.Cumulative - 1
+	return a.Bitmap[d/64]&(1<<(d%64)) != 0, true
 }
 
 func (a *PathAck) length() int { return AckBlockHeaderSize + 8*int(a.Words) }
@@ -105,13 +95,17 @@ func ParseAck(b []byte, blocks []PathAck) (Ack, error) {
 			PathID:     protocol.PathID(binary.BigEndian.Uint16(p)),
 			Words:      p[2],
 			Cumulative: protocol.PacketNumber(binary.BigEndian.Uint32(p[4:])),
-			ECNCE:      binary.BigEndian.Uint32(p[8:]),
+			Largest:    protocol.PacketNumber(binary.BigEndian.Uint32(p[8:])),
+			ECNCE:      binary.BigEndian.Uint32(p[12:]),
 		}
 		if blk.Words > MaxSackWords {
 			return Ack{}, errf("ACK block %d has %d SACK words", i, blk.Words)
 		}
 		if p[3] != 0 {
 			return Ack{}, errf("ACK block %d reserved byte set", i)
+		}
+		if int32(blk.Largest-blk.Cumulative) < -1 {
+			return Ack{}, errf("ACK block %d largest below cumulative", i)
 		}
 		if len(p) < blk.length() {
 			return Ack{}, errf("short ACK bitmap %d", i)
@@ -163,6 +157,7 @@ func (a *Ack) Append(b []byte) []byte {
 		b = binary.BigEndian.AppendUint16(b, uint16(blk.PathID))
 		b = append(b, w, 0)
 		b = binary.BigEndian.AppendUint32(b, uint32(blk.Cumulative))
+		b = binary.BigEndian.AppendUint32(b, uint32(blk.Largest))
 		b = binary.BigEndian.AppendUint32(b, blk.ECNCE)
 		for j := 0; j < int(w); j++ {
 			b = binary.BigEndian.AppendUint64(b, blk.Bitmap[j])

@@ -55,9 +55,13 @@
 //	       2  1  SACK words w (0..8, 64-bit words: up to 512 bits)
 //	       3  1  reserved (0)
 //	       4  4  cumulative: every packet number below it was received
-//	       8  4  ECN echo: count of CE-marked packets received on the path
-//	       12 8w SACK bitmap: bit i (word i/64, bit i%64 from the LSB) set
-//	             means packet number cumulative+1+i was received
+//	       8  4  largest packet number received on the path (≥ cumulative-1)
+//	       12 4  ECN echo: count of CE-marked packets received on the path
+//	       16 8w SACK bitmap: bit i (word i/64, bit i%64 from the LSB) set
+//	             means packet number largest-1-i was received (receivers
+//	             send 4 words: 256 bits). Anchoring the window at the newest
+//	             packet keeps it moving past holes whose data was resent on
+//	             another path with a new packet number.
 //	len-4 4 CRC32C
 //
 // An ACK with no blocks is a keepalive.

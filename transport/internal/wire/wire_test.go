@@ -20,9 +20,9 @@ type packet interface {
 func samplePackets() map[string]packet {
 	ack := &Ack{Flags: FlagNAK, DstConnID: 7, MaxData: 1 << 40, RateGrant: 25 * protocol.Mbps, AckDelay: 1234 * time.Microsecond}
 	ack.Blocks = []PathAck{
-		{PathID: 3, Cumulative: 100, ECNCE: 9, Words: 4, Bitmap: [MaxSackWords]uint64{1, 0, 1 << 63, 5}},
-		{PathID: 65535, Cumulative: 0xfffffff0, Words: 0},
-		{PathID: 1, Cumulative: 5, Words: 8, Bitmap: [MaxSackWords]uint64{1, 2, 3, 4, 5, 6, 7, 8}},
+		{PathID: 3, Cumulative: 100, Largest: 400, ECNCE: 9, Words: 4, Bitmap: [MaxSackWords]uint64{1, 0, 1 << 63, 5}},
+		{PathID: 65535, Cumulative: 0xfffffff0, Largest: 0xffffffef, Words: 0},
+		{PathID: 1, Cumulative: 5, Largest: 1000, Words: 8, Bitmap: [MaxSackWords]uint64{1, 2, 3, 4, 5, 6, 7, 8}},
 	}
 	return map[string]packet{
 		"data":       &Data{Flags: FlagRetransmit, PathID: 17, DstConnID: 0xdeadbeef, Seq: 42, MessageID: 9, Offset: 1442, TotalLength: 100000, Payload: bytes.Repeat([]byte{0xab}, 1442)},
@@ -136,16 +136,17 @@ func TestCorruptionRejected(t *testing.T) {
 }
 
 func TestPathAckReceived(t *testing.T) {
-	a := PathAck{Cumulative: 10, Words: 4}
-	a.Bitmap[0] = 1 << 2 // 13
-	a.Bitmap[3] = 1 << 63
-	for pn, want := range map[protocol.PacketNumber]bool{9: true, 10: false, 11: false, 13: true, 10 + 1 + 255: true, 10 + 1 + 256: false} {
-		if got := a.Received(pn); got != want {
-			t.Errorf("Received(%d) = %v, want %v", pn, got, want)
+	a := PathAck{Cumulative: 10, Largest: 400, Words: 4}
+	a.Bitmap[0] = 1 << 2  // 397
+	a.Bitmap[3] = 1 << 63 // 400-1-255 = 144
+	type res struct{ rcvd, known bool }
+	for pn, want := range map[protocol.PacketNumber]res{
+		9: {true, true}, 10: {false, false}, 143: {false, false}, 144: {true, true}, 145: {false, true},
+		397: {true, true}, 398: {false, true}, 400: {true, true}, 401: {false, true},
+	} {
+		if r, k := a.Received(pn); r != want.rcvd || k != want.known {
+			t.Errorf("Received(%d) = %v,%v, want %+v", pn, r, k, want)
 		}
-	}
-	if l := a.Largest(); l != 10+1+255 {
-		t.Errorf("Largest = %d", l)
 	}
 }
 

@@ -1,0 +1,183 @@
+package ackhandler
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/congestion"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
+)
+
+type recorder struct {
+	acked, lost map[Ref]int
+	spurious    int
+}
+
+func newRecorder() *recorder { return &recorder{acked: map[Ref]int{}, lost: map[Ref]int{}} }
+
+func (r *recorder) OnAcked(ref Ref, _ protocol.ByteCount, wasLost bool) {
+	r.acked[ref]++
+	if wasLost {
+		r.spurious++
+	}
+}
+func (r *recorder) OnLost(ref Ref, _ protocol.ByteCount) { r.lost[ref]++ }
+
+func newPath() *SentPath {
+	rtt := congestion.NewRTTStats()
+	cfg := congestion.DefaultDelayAIMDConfig(1000)
+	cfg.InitialWindow = 1 << 30
+	return NewSentPath(1, rtt, congestion.NewDelayAIMD(cfg, rtt))
+}
+
+func TestSackLossDetection(t *testing.T) {
+	for _, lossRate := range []float64{0, 0.01, 0.1, 0.5} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		p := newPath()
+		p.ReorderThreshold = 1
+		var rp ReceivedPath
+		rec := newRecorder()
+		now := time.Unix(0, 0)
+		dropped := map[Ref]bool{}
+		const n = 5000
+		var blk wire.PathAck
+		for i := 0; i < n; i++ {
+			now = now.Add(time.Microsecond)
+			pn := p.OnSent(now, Ref(i), 1000)
+			if rng.Float64() < lossRate && i < n-1 { // keep the last so no tail loss
+				dropped[Ref(i)] = true
+			} else {
+				rp.OnPacket(pn, false)
+			}
+			if i%7 == 0 || i == n-1 {
+				rp.FillAck(1, 4, &blk)
+				p.OnAck(now, &blk, 0, rec)
+			}
+		}
+		for i := 0; i < n; i++ {
+			ref := Ref(i)
+			if dropped[ref] {
+				if rec.lost[ref] != 1 || rec.acked[ref] != 0 {
+					t.Fatalf("loss %v: dropped %d: lost %d acked %d", lossRate, i, rec.lost[ref], rec.acked[ref])
+				}
+			} else if rec.acked[ref] != 1 || rec.lost[ref] != 0 {
+				t.Fatalf("loss %v: delivered %d: acked %d lost %d", lossRate, i, rec.acked[ref], rec.lost[ref])
+			}
+		}
+		if p.BytesInFlight() != 0 {
+			t.Fatalf("in flight %d", p.BytesInFlight())
+		}
+	}
+}
+
+func TestReorderThresholdAndSpurious(t *testing.T) {
+	p := newPath()
+	p.ReorderThreshold = 3
+	var rp ReceivedPath
+	rec := newRecorder()
+	now := time.Unix(0, 0)
+	var blk wire.PathAck
+	for i := 0; i < 6; i++ {
+		p.OnSent(now, Ref(i), 1000)
+	}
+	for _, pn := range []protocol.PacketNumber{0, 2, 3} { // 1 is late
+		rp.OnPacket(pn, false)
+	}
+	rp.FillAck(1, 4, &blk)
+	p.OnAck(now, &blk, 0, rec)
+	if len(rec.lost) != 0 {
+		t.Fatalf("declared lost below threshold: %v", rec.lost)
+	}
+	rp.OnPacket(4, true)
+	rp.FillAck(1, 4, &blk)
+	p.OnAck(now, &blk, 0, rec)
+	if rec.lost[1] != 1 {
+		t.Fatalf("packet 1 not lost at threshold: %v", rec.lost)
+	}
+	rp.OnPacket(1, false) // arrives late: spurious
+	rp.OnPacket(5, false)
+	rp.FillAck(1, 4, &blk)
+	if blk.Cumulative != 6 || blk.ECNCE != 1 {
+		t.Fatalf("ack block %+v", blk)
+	}
+	p.OnAck(now, &blk, 0, rec)
+	if rec.spurious != 1 || p.Stats().SpuriousLosses != 1 || p.Stats().ECNMarks != 1 {
+		t.Fatalf("spurious %d stats %+v", rec.spurious, p.Stats())
+	}
+}
+
+func TestTimeoutBackoff(t *testing.T) {
+	p := newPath()
+	rec := newRecorder()
+	now := time.Unix(0, 0)
+	p.OnSent(now, 1, 1000)
+	p.OnSent(now, 2, 1000)
+	d1 := p.RTODeadline()
+	if p.OnTimeout(d1.Add(-time.Nanosecond), rec) != 0 {
+		t.Fatal("fired early")
+	}
+	if n := p.OnTimeout(d1, rec); n != 2 || p.BytesInFlight() != 0 {
+		t.Fatalf("timeout declared %d lost", n)
+	}
+	p.OnSent(d1, 3, 1000)
+	if got, want := p.RTODeadline().Sub(d1), 2*p.RTT.RTO(); got != want {
+		t.Fatalf("backoff %v, want %v", got, want)
+	}
+	if p.ConsecutiveTimeouts() != 1 {
+		t.Fatal("consecutive timeouts")
+	}
+}
+
+func TestReceivedWindowBeyondHole(t *testing.T) {
+	var rp ReceivedPath
+	// Packet 0 never arrives (resent elsewhere); the window keeps moving.
+	for pn := protocol.PacketNumber(1); pn < 2000; pn++ {
+		rp.OnPacket(pn, false)
+	}
+	var blk wire.PathAck
+	rp.FillAck(3, 4, &blk)
+	if blk.Cumulative != 0 || blk.Largest != 1999 {
+		t.Fatalf("%+v", blk)
+	}
+	for pn := protocol.PacketNumber(1999 - 256); pn <= 1999; pn++ {
+		if r, k := blk.Received(pn); !r || !k {
+			t.Fatalf("pn %d not acknowledged", pn)
+		}
+	}
+}
+
+func TestGoBackN(t *testing.T) {
+	p := newPath()
+	rec := newRecorder()
+	now := time.Unix(0, 0)
+	var g InOrder
+	for i := 0; i < 5; i++ {
+		pn := p.OnSent(now, Ref(i), 1000)
+		if pn == 2 {
+			continue // lost
+		}
+		acc, nak := g.OnPacket(pn)
+		if acc != (pn < 2) || nak != (pn == 3) {
+			t.Fatalf("pn %d accept %v nak %v", pn, acc, nak)
+		}
+	}
+	p.OnCumulativeAck(now, g.Expected, 0, rec)
+	refs := p.Rewind(now, nil)
+	if len(refs) != 3 || refs[0] != 2 || p.NextPacketNumber() != 2 {
+		t.Fatalf("rewind %v next %d", refs, p.NextPacketNumber())
+	}
+	for _, r := range refs {
+		pn := p.OnSent(now, r, 1000)
+		if acc, _ := g.OnPacket(pn); !acc {
+			t.Fatalf("resent pn %d refused", pn)
+		}
+	}
+	p.OnCumulativeAck(now, g.Expected, 0, rec)
+	for i := 0; i < 5; i++ {
+		if rec.acked[Ref(i)] != 1 {
+			t.Fatalf("ref %d acked %d", i, rec.acked[Ref(i)])
+		}
+	}
+}

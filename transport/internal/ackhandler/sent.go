@@ -1,0 +1,357 @@
+// Package ackhandler tracks packets per path on both sides of a
+// connection: on the sender, which packets are in flight on each path, what
+// an ACK acknowledges, which gaps mean loss, retransmission timeouts with
+// exponential backoff and spurious-retransmission detection; on the
+// receiver, which packet numbers arrived on each path, for building ACKs
+// with a cumulative number and a 256-bit SACK bitmap.
+//
+// Packet numbers are per path and never reused for a retransmission in
+// multipath mode (a resend gets a fresh number, usually on another path),
+// so every RTT sample is unambiguous and a gap is loss, not reordering. In
+// go-back-N mode (Rewind) the sender resends from the cumulative number
+// with the same packet numbers, like RoCEv2.
+//
+// A SentPath reports outcomes through the Handler its owner passes in,
+// naming each packet by the opaque Ref the owner gave when sending it.
+package ackhandler
+
+import (
+	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/congestion"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
+)
+
+// Ref names the data a packet carried; the owner defines its meaning.
+type Ref uint64
+
+// Handler receives the outcome of packets.
+type Handler interface {
+	// OnAcked is called once per acknowledged packet. wasLost means the
+	// packet had been declared lost: its resend was spurious.
+	OnAcked(ref Ref, size protocol.ByteCount, wasLost bool)
+	// OnLost is called when a packet is declared lost (gap or timeout); the
+	// owner resends its data.
+	OnLost(ref Ref, size protocol.ByteCount)
+}
+
+type pktState uint8
+
+const (
+	stateInFlight pktState = iota + 1
+	stateAcked
+	stateLost
+)
+
+type sentPacket struct {
+	ref   Ref
+	sent  time.Time
+	size  protocol.ByteCount
+	state pktState
+}
+
+// PathStats are the sender-side counters of one path.
+type PathStats struct {
+	PacketsSent, BytesSent       uint64
+	PacketsAcked, BytesAcked     uint64
+	PacketsLost                  uint64
+	SpuriousLosses               uint64
+	Timeouts                     uint64
+	ECNMarks                     uint64
+	SmoothedRTT, MinRTT, RTO     time.Duration
+	CongestionWindow, BytesInFly protocol.ByteCount
+}
+
+// SentPath tracks the packets sent on one path.
+type SentPath struct {
+	ID  protocol.PathID
+	RTT *congestion.RTTStats
+	CC  congestion.SendAlgorithm
+	// ReorderThreshold is how many later packets must be acknowledged
+	// before a missing one is declared lost (1: any gap is loss).
+	ReorderThreshold protocol.PacketNumber
+
+	ring         []sentPacket
+	base, next   protocol.PacketNumber
+	inFlight     protocol.ByteCount
+	largestAcked protocol.PacketNumber
+	hasAcked     bool
+	lastCE       uint32
+	lastProgress time.Time
+	backoff      uint
+	stats        PathStats
+}
+
+// NewSentPath returns a tracker for a path.
+func NewSentPath(id protocol.PathID, rtt *congestion.RTTStats, cc congestion.SendAlgorithm) *SentPath {
+	return &SentPath{ID: id, RTT: rtt, CC: cc, ReorderThreshold: 3, ring: make([]sentPacket, 256)}
+}
+
+func (p *SentPath) at(pn protocol.PacketNumber) *sentPacket {
+	return &p.ring[int(pn)&(len(p.ring)-1)]
+}
+
+func before(a, b protocol.PacketNumber) bool { return int32(a-b) < 0 }
+
+// BytesInFlight returns the bytes sent and not yet acknowledged or lost.
+func (p *SentPath) BytesInFlight() protocol.ByteCount { return p.inFlight }
+
+// CanSend reports whether the window allows another packet.
+func (p *SentPath) CanSend() bool { return p.CC.CanSend(p.inFlight) }
+
+// NextPacketNumber returns the number the next packet gets.
+func (p *SentPath) NextPacketNumber() protocol.PacketNumber { return p.next }
+
+// ConsecutiveTimeouts returns the timeouts since the path last made progress.
+func (p *SentPath) ConsecutiveTimeouts() int { return int(p.backoff) }
+
+// OnSent records a packet and returns its packet number.
+func (p *SentPath) OnSent(now time.Time, ref Ref, size protocol.ByteCount) protocol.PacketNumber {
+	if int(p.next-p.base) >= len(p.ring) {
+		p.grow()
+	}
+	pn := p.next
+	p.next++
+	*p.at(pn) = sentPacket{ref: ref, sent: now, size: size, state: stateInFlight}
+	if p.inFlight == 0 {
+		p.lastProgress = now
+	}
+	p.CC.OnPacketSent(now, p.inFlight, size)
+	p.inFlight += size
+	p.stats.PacketsSent++
+	p.stats.BytesSent += uint64(size)
+	return pn
+}
+
+func (p *SentPath) grow() {
+	old := p.ring
+	p.ring = make([]sentPacket, 2*len(old))
+	for pn := p.base; pn != p.next; pn++ {
+		*p.at(pn) = old[int(pn)&(len(old)-1)]
+	}
+}
+
+// OnAck processes the path's block of an ACK. It returns the bytes newly
+// acknowledged and the number of packets declared lost.
+func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duration, h Handler) (acked protocol.ByteCount, lost int) {
+	if !before(blk.Largest, p.next) { // acknowledges what was never sent
+		return 0, 0
+	}
+	prior := p.inFlight
+	var rttPN protocol.PacketNumber
+	rttOK := false
+	ack := func(pn protocol.PacketNumber) {
+		e := p.at(pn)
+		switch e.state {
+		case stateInFlight:
+			p.inFlight -= e.size
+			acked += e.size
+			p.stats.PacketsAcked++
+			p.stats.BytesAcked += uint64(e.size)
+			if !rttOK || before(rttPN, pn) {
+				rttPN, rttOK = pn, true
+			}
+			e.state = stateAcked
+			h.OnAcked(e.ref, e.size, false)
+		case stateLost:
+			p.stats.SpuriousLosses++
+			e.state = stateAcked
+			h.OnAcked(e.ref, e.size, true)
+		}
+	}
+	// Everything below the cumulative number.
+	for pn := p.base; before(pn, blk.Cumulative) && before(pn, p.next); pn++ {
+		ack(pn)
+	}
+	// The SACK window.
+	lo := blk.Largest - protocol.PacketNumber(blk.Words)*64
+	if before(lo, p.base) || int32(blk.Largest-lo) < 0 {
+		lo = p.base
+	}
+	for pn := lo; !before(blk.Largest, pn); pn++ {
+		if r, known := blk.Received(pn); known && r {
+			ack(pn)
+		}
+	}
+	if rttOK {
+		e := p.at(rttPN)
+		p.RTT.Update(now, now.Sub(e.sent), ackDelay)
+	}
+	if !p.hasAcked || before(p.largestAcked, blk.Largest) {
+		p.largestAcked, p.hasAcked = blk.Largest, true
+	}
+	if acked > 0 {
+		p.lastProgress = now
+		p.backoff = 0
+		p.CC.OnPacketAcked(now, acked, prior)
+	}
+	// Gaps: a packet missing with ReorderThreshold later packets acknowledged.
+	th := p.ReorderThreshold
+	if th == 0 {
+		th = 1
+	}
+	limit := p.largestAcked - th + 1
+	for pn := lo; before(pn, limit); pn++ {
+		e := p.at(pn)
+		if e.state != stateInFlight {
+			continue
+		}
+		if r, known := blk.Received(pn); known && !r {
+			p.markLost(now, e, h)
+			lost++
+		}
+	}
+	if blk.ECNCE > p.lastCE {
+		n := blk.ECNCE - p.lastCE
+		p.lastCE = blk.ECNCE
+		p.stats.ECNMarks += uint64(n)
+		p.CC.OnECN(now, int(n))
+	}
+	p.advanceBase()
+	return acked, lost
+}
+
+func (p *SentPath) markLost(now time.Time, e *sentPacket, h Handler) {
+	prior := p.inFlight
+	e.state = stateLost
+	p.inFlight -= e.size
+	p.stats.PacketsLost++
+	p.CC.OnPacketLost(now, e.size, prior)
+	h.OnLost(e.ref, e.size)
+}
+
+// advanceBase forgets acknowledged packets and lost ones too old for a late
+// acknowledgement to be reported.
+func (p *SentPath) advanceBase() {
+	keep := protocol.PacketNumber(2 * wire.MaxSackWords * 64)
+	for p.base != p.next {
+		e := p.at(p.base)
+		if e.state == stateAcked || (e.state == stateLost && before(p.base+keep, p.next)) {
+			p.base++
+			continue
+		}
+		break
+	}
+}
+
+// RTODeadline returns when the path's retransmission timer fires, or the
+// zero time when nothing is in flight.
+func (p *SentPath) RTODeadline() time.Time {
+	if p.inFlight == 0 {
+		return time.Time{}
+	}
+	b := p.backoff
+	if b > 6 {
+		b = 6
+	}
+	return p.lastProgress.Add(p.RTT.RTO() << b)
+}
+
+// OnTimeout fires the retransmission timer if it is due: every packet in
+// flight is declared lost, the window collapses and the timer backs off.
+// It returns the number of packets declared lost.
+func (p *SentPath) OnTimeout(now time.Time, h Handler) int {
+	d := p.RTODeadline()
+	if d.IsZero() || now.Before(d) {
+		return 0
+	}
+	n := 0
+	for pn := p.base; pn != p.next; pn++ {
+		if e := p.at(pn); e.state == stateInFlight {
+			p.markLost(now, e, h)
+			n++
+		}
+	}
+	p.CC.OnRetransmissionTimeout(now)
+	p.stats.Timeouts++
+	p.backoff++
+	p.lastProgress = now
+	p.advanceBase()
+	return n
+}
+
+// AbandonAll declares every packet in flight lost without a congestion
+// signal (used when the path is removed from the path set).
+func (p *SentPath) AbandonAll(h Handler) {
+	for pn := p.base; pn != p.next; pn++ {
+		if e := p.at(pn); e.state == stateInFlight {
+			e.state = stateLost
+			p.inFlight -= e.size
+			h.OnLost(e.ref, e.size)
+		}
+	}
+}
+
+// Stats returns the path's counters.
+func (p *SentPath) Stats() PathStats {
+	s := p.stats
+	s.SmoothedRTT = p.RTT.Smoothed()
+	s.MinRTT = p.RTT.Min()
+	s.RTO = p.RTT.RTO()
+	s.CongestionWindow = p.CC.CongestionWindow()
+	s.BytesInFly = p.inFlight
+	return s
+}
+
+// Rewind implements go-back-N: it returns, in order, the refs of every
+// packet from the first unacknowledged one on, and resets the next packet
+// number to it, so resending them reuses the same numbers. The refs are
+// appended to buf.
+func (p *SentPath) Rewind(now time.Time, buf []Ref) []Ref {
+	for pn := p.base; pn != p.next; pn++ {
+		e := p.at(pn)
+		if e.state == stateInFlight || e.state == stateLost {
+			buf = append(buf, e.ref)
+			if e.state == stateInFlight {
+				p.inFlight -= e.size
+			}
+			p.stats.PacketsLost++
+		}
+	}
+	p.next = p.base
+	p.lastProgress = now
+	return buf
+}
+
+// OnCumulativeAck processes a go-back-N acknowledgement: every packet below
+// cum was received in order.
+func (p *SentPath) OnCumulativeAck(now time.Time, cum protocol.PacketNumber, ackDelay time.Duration, h Handler) protocol.ByteCount {
+	if before(p.next, cum) {
+		return 0
+	}
+	prior := p.inFlight
+	var acked protocol.ByteCount
+	var last *sentPacket
+	for ; before(p.base, cum); p.base++ {
+		e := p.at(p.base)
+		if e.state == stateInFlight {
+			p.inFlight -= e.size
+		}
+		acked += e.size
+		p.stats.PacketsAcked++
+		p.stats.BytesAcked += uint64(e.size)
+		e.state = stateAcked
+		h.OnAcked(e.ref, e.size, false)
+		last = e
+	}
+	if last != nil {
+		p.RTT.Update(now, now.Sub(last.sent), ackDelay)
+		p.lastProgress = now
+		p.backoff = 0
+		p.CC.OnPacketAcked(now, acked, prior)
+	}
+	return acked
+}
+
+// GBNTimedOut reports whether the go-back-N timer fired, and backs it off.
+func (p *SentPath) GBNTimedOut(now time.Time) bool {
+	d := p.RTODeadline()
+	if d.IsZero() || now.Before(d) {
+		return false
+	}
+	p.stats.Timeouts++
+	p.backoff++
+	p.CC.OnRetransmissionTimeout(now)
+	return true
+}
