@@ -66,20 +66,22 @@
 //
 // An ACK with no blocks is a keepalive.
 //
-// INIT / INIT_ACK (24-byte header, then addresses, then CRC):
+// INIT / INIT_ACK (24 bytes + CRC). The dialer sends an INIT on every plane
+// from its receive socket there; the acceptor takes the dialer's address on
+// a plane from the source of the INIT that crossed it, and answers each with
+// an INIT_ACK on the same plane:
 //
 //	0   1  version
 //	1   1  type=3 (INIT) or 4 (INIT_ACK)
 //	2   1  mode (1 multipath, 2 gbn)
-//	3   1  address count a (one per plane of the sender)
-//	4   4  destination connection id (0 in INIT)
-//	8   4  source connection id (the sender's id for this connection)
-//	12  2  max datagram size the sender receives
-//	14  2  reserved (0)
+//	3   1  plane index the packet is sent on
+//	4   1  number of planes of the sender
+//	5   1  reserved (0)
+//	6   2  max datagram size the sender receives
+//	8   4  destination connection id (0 in INIT)
+//	12  4  source connection id (the sender's id for this connection)
 //	16  8  max data: initial flow-control credit in bytes
-//	24  18a addresses: 16-byte IPv6 (or IPv4-mapped) address + 2-byte port,
-//	        the sender's receive address on each plane, in plane order
-//	len-4 4 CRC32C
+//	24  4  CRC32C
 //
 // CLOSE (10-byte header, reason, CRC):
 //

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -25,14 +24,12 @@ func samplePackets() map[string]packet {
 		{PathID: 1, Cumulative: 5, Largest: 1000, Words: 8, Bitmap: [MaxSackWords]uint64{1, 2, 3, 4, 5, 6, 7, 8}},
 	}
 	return map[string]packet{
-		"data":       &Data{Flags: FlagRetransmit, PathID: 17, DstConnID: 0xdeadbeef, Seq: 42, MessageID: 9, Offset: 1442, TotalLength: 100000, Payload: bytes.Repeat([]byte{0xab}, 1442)},
-		"data-empty": &Data{DstConnID: 1, MessageID: 2},
-		"ack":        ack,
-		"keepalive":  &Ack{DstConnID: 7},
-		"init": &Handshake{Type: TypeInit, Mode: protocol.ModeMultipath, SrcConnID: 5, MaxDatagramSize: 1472, MaxData: 1 << 24,
-			Addrs: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:4000"), netip.MustParseAddrPort("[::1]:4001")}},
-		"init-ack": &Handshake{Type: TypeInitAck, Mode: protocol.ModeGBN, DstConnID: 5, SrcConnID: 6, MaxDatagramSize: 8972, MaxData: 1,
-			Addrs: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:1")}},
+		"data":        &Data{Flags: FlagRetransmit, PathID: 17, DstConnID: 0xdeadbeef, Seq: 42, MessageID: 9, Offset: 1442, TotalLength: 100000, Payload: bytes.Repeat([]byte{0xab}, 1442)},
+		"data-empty":  &Data{DstConnID: 1, MessageID: 2},
+		"ack":         ack,
+		"keepalive":   &Ack{DstConnID: 7},
+		"init":        &Handshake{Type: TypeInit, Mode: protocol.ModeMultipath, Plane: 3, Planes: 4, SrcConnID: 5, MaxDatagramSize: 1472, MaxData: 1 << 24},
+		"init-ack":    &Handshake{Type: TypeInitAck, Mode: protocol.ModeGBN, Planes: 1, DstConnID: 5, SrcConnID: 6, MaxDatagramSize: 8972, MaxData: 1},
 		"close":       &Close{Code: 3, DstConnID: 8, Reason: "peer unreachable"},
 		"close-empty": &Close{DstConnID: 8},
 	}
