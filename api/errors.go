@@ -1,0 +1,116 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/internal/page"
+	"github.com/multiplane/multiplane/planes"
+)
+
+// Error is an API error with its HTTP status. Its JSON form is
+// {"error":{"code","message","field"}}.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	Details any    `json:"details,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func badRequest(code, field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// ctxErrorCode is where fail leaves the error code for the audit log.
+const ctxErrorCode = "api.error_code"
+
+// fail maps err to an API error and writes it; the one place that decides
+// which domain error gets which status.
+func fail(c *gin.Context, err error) {
+	apiErr := toAPIError(err)
+	if apiErr.Status >= 500 {
+		loggerFrom(c).Error("request failed", "method", c.Request.Method, "route", c.FullPath(), "err", err)
+	}
+	if apiErr.Status == http.StatusUnauthorized {
+		c.Header("WWW-Authenticate", `Bearer realm="multiplane"`)
+	}
+	c.Set(ctxErrorCode, apiErr.Code)
+	c.AbortWithStatusJSON(apiErr.Status, gin.H{"error": apiErr})
+}
+
+func toAPIError(err error) *Error {
+	var apiErr *Error
+	var verr *planes.ValidationError
+	var pageErr *page.FieldError
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &verr):
+		first := verr.Fields[0]
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_topology", Field: first.Field,
+			Message: verr.Error(), Details: verr.Fields}
+	case errors.As(err, &pageErr):
+		return badRequest("invalid_parameter", pageErr.Field, "%s", pageErr.Msg)
+	case errors.As(err, &maxBytes):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			Message: fmt.Sprintf("request body is larger than %d bytes", maxBytes.Limit)}
+	case errors.Is(err, planes.ErrNotFound), errors.Is(err, auth.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: trimPkg(err)}
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return &Error{Status: http.StatusUnauthorized, Code: "unauthenticated",
+			Message: "a valid bearer token is required (Authorization: Bearer <token>)"}
+	case errors.Is(err, auth.ErrForbidden):
+		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: trimPkg(err)}
+	case errors.Is(err, auth.ErrInvalidRole):
+		return badRequest("invalid_field", "role", "%s", trimPkg(err))
+	case errors.Is(err, auth.ErrDuplicateName):
+		return &Error{Status: http.StatusConflict, Code: "conflict", Field: "name", Message: trimPkg(err)}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the fabricd log"}
+}
+
+// trimPkg drops the "pkg: " prefix of a domain error for users.
+func trimPkg(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i > 0 && !strings.Contains(msg[:i], " ") {
+		return msg[i+2:]
+	}
+	return msg
+}
+
+// decodeJSON decodes a JSON object strictly: unknown fields, trailing data
+// and wrong types are 400 errors naming the field.
+func decodeJSON(data []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		var syntaxErr *json.SyntaxError
+		switch {
+		case errors.As(err, &typeErr):
+			return badRequest("invalid_json", typeErr.Field, "field %s must be %s", typeErr.Field, typeErr.Type)
+		case errors.As(err, &syntaxErr):
+			return badRequest("invalid_json", "", "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return badRequest("invalid_json", field, "unknown field %q", field)
+		case err.Error() == "EOF":
+			return badRequest("invalid_json", "", "request body is empty")
+		}
+		return badRequest("invalid_json", "", "malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return badRequest("invalid_json", "", "unexpected data after the JSON object")
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/multiplane/multiplane/internal/page"
+	"github.com/multiplane/multiplane/inventory"
+	"github.com/multiplane/multiplane/planes"
+)
+
+// listResponse is the shape of every paginated list.
+type listResponse[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+func (s *Server) snapshot(c *gin.Context) (*inventory.Snapshot, bool) {
+	snap, err := s.deps.Inventory.Current(c.Request.Context())
+	if err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	return snap, true
+}
+
+// list filters items, sorts them by key and writes one page.
+func list[T any](c *gin.Context, items []T, key func(T) string, keep func(T) bool) {
+	req, err := page.Parse(c.Query("limit"), c.Query("cursor"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var kept []T
+	for _, it := range items {
+		if keep(it) {
+			kept = append(kept, it)
+		}
+	}
+	slices.SortFunc(kept, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	out, next := page.Slice(kept, key, req)
+	if out == nil {
+		out = []T{}
+	}
+	c.JSON(http.StatusOK, listResponse[T]{Items: out, NextCursor: next})
+}
+
+// stateFilter validates the state= query parameter.
+func stateFilter(c *gin.Context, valid func(string) bool, allowed string) (string, bool) {
+	st := c.Query("state")
+	if st != "" && !valid(st) {
+		fail(c, badRequest("invalid_parameter", "state", "state must be one of %s", allowed))
+		return "", false
+	}
+	return st, true
+}
+
+func (s *Server) getTopology(c *gin.Context) {
+	snap, ok := s.snapshot(c)
+	if !ok {
+		return
+	}
+	if snap.Revision == 0 {
+		fail(c, fmt.Errorf("%w: no topology has been loaded yet (PUT /api/v1/topology or fabricd --topology)", planes.ErrNotFound))
+		return
+	}
+	c.Header("ETag", fmt.Sprintf(`"%d"`, snap.Revision))
+	c.Header("X-Topology-Revision", fmt.Sprint(snap.Revision))
+	if strings.Contains(c.GetHeader("Accept"), "yaml") {
+		data, err := toYAML(snap.Topology)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		c.Data(http.StatusOK, "application/yaml", data)
+		return
+	}
+	c.JSON(http.StatusOK, snap.Topology)
+}
+
+func (s *Server) putTopology(c *gin.Context) {
+	body, err := s.readBody(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if ct := c.GetHeader("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(strings.Contains(mt, "yaml") || mt == "application/json" || mt == "text/plain") {
+			fail(c, &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+				Message: "send the topology as application/yaml or application/json"})
+			return
+		}
+	}
+	topo, err := planes.ParseTopology(body)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	p, _ := principal(c)
+	rev, changed, err := s.deps.Inventory.Replace(c.Request.Context(), topo, p.Name)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	resp := gin.H{"revision": rev, "changed": changed, "planes": len(topo.Planes), "switches": len(topo.Switches),
+		"endpoints": len(topo.Endpoints), "links": len(topo.Links())}
+	c.Set(ctxAuditDetail, resp)
+	c.JSON(http.StatusOK, resp)
+}
+
+func (s *Server) listPlanes(c *gin.Context) {
+	snap, ok := s.snapshot(c)
+	if !ok {
+		return
+	}
+	st, ok := stateFilter(c, planes.ValidPlaneState, "healthy, degraded, down, draining")
+	if !ok {
+		return
+	}
+	sums := snap.Topology.PlaneSummaries(snap.Links, s.deps.Health)
+	list(c, sums, func(p planes.PlaneSummary) string { return p.Name },
+		func(p planes.PlaneSummary) bool { return st == "" || string(p.State) == st })
+}
+
+func (s *Server) getPlane(c *gin.Context) {
+	snap, ok := s.snapshot(c)
+	if !ok {
+		return
+	}
+	for _, p := range snap.Topology.PlaneSummaries(snap.Links, s.deps.Health) {
+		if p.Name == c.Param("name") {
+			c.JSON(http.StatusOK, p)
+			return
+		}
+	}
+	fail(c, fmt.Errorf("%w: plane %q", planes.ErrNotFound, c.Param("name")))
+}
+
+func (s *Server) listSwitches(c *gin.Context) {
+	snap, ok := s.snapshot(c)
+	if !ok {
+		return
+	}
+	plane := c.Query("plane")
+	list(c, snap.Topology.Switches, func(s planes.Switch) string { return s.Name },
+		func(s planes.Switch) bool { return plane == "" || s.Plane == plane })
+}
+
+func (s *Server) getSwitch(c *gin.Context) {
+	snap, ok := s.snapshot(c)
+	if !ok {
+		return
+	}
+	for _, sw := range snap.Topology.Switches {
+		if sw.Name == c.Param("name") {
+			c.JSON(http.StatusOK, sw)
+			return
+		}
+	}
+	fail(c, fmt.Errorf("%w: switch %q", planes.ErrNotFound, c.Param("name")))
+}
+
+func (s *Server) listEndpoints(c *gin.Context) {
+	snap, ok := s.snapshot(c)
+	if !ok {
+		return
+	}
+	plane := c.Query("plane")
+	list(c, snap.Topology.Endpoints, func(e planes.Endpoint) string { return e.Name },
+		func(e planes.Endpoint) bool {
+			return plane == "" || slices.ContainsFunc(e.Ports, func(p planes.Port) bool { return p.Plane == plane })
+		})
+}
+
+func (s *Server) getEndpoint(c *gin.Context) {
+	snap, ok := s.snapshot(c)
+	if !ok {
+		return
+	}
+	for _, e := range snap.Topology.Endpoints {
+		if e.Name == c.Param("name") {
+			c.JSON(http.StatusOK, e)
+			return
+		}
+	}
+	fail(c, fmt.Errorf("%w: endpoint %q", planes.ErrNotFound, c.Param("name")))
+}
+
+func (s *Server) listLinks(c *gin.Context) {
+	snap, ok := s.snapshot(c)
+	if !ok {
+		return
+	}
+	st, ok := stateFilter(c, planes.ValidLinkState, "up, degraded, down")
+	if !ok {
+		return
+	}
+	links := make([]planes.LinkStatus, len(snap.Links))
+	for i, l := range snap.Links {
+		links[i] = planes.LinkStatus{Link: l, State: s.deps.Health.LinkState(l.Name)}
+	}
+	plane, sw, ep := c.Query("plane"), c.Query("switch"), c.Query("endpoint")
+	list(c, links, func(l planes.LinkStatus) string { return l.Name }, func(l planes.LinkStatus) bool {
+		return (plane == "" || l.Plane == plane) && (sw == "" || l.Switch == sw) &&
+			(ep == "" || l.Endpoint == ep) && (st == "" || string(l.State) == st)
+	})
+}
+
+// toYAML renders v as block-style YAML with its JSON field names, in order.
+func toYAML(v any) ([]byte, error) {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(js, &n); err != nil {
+		return nil, err
+	}
+	var unstyle func(*yaml.Node)
+	unstyle = func(n *yaml.Node) {
+		if n.Kind != yaml.ScalarNode {
+			n.Style = 0
+		}
+		for _, c := range n.Content {
+			unstyle(c)
+		}
+	}
+	unstyle(&n)
+	return yaml.Marshal(&n)
+}

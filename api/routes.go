@@ -1,0 +1,48 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/multiplane/multiplane/auth"
+)
+
+// routes registers every route of the API; openapi.yaml documents each one
+// (TestOpenAPIMatchesRoutes keeps the two in step).
+func (s *Server) routes() {
+	r := s.engine
+	r.Use(s.recovery, s.measure)
+	r.NoRoute(func(c *gin.Context) {
+		fail(c, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + c.Request.URL.Path})
+	})
+	r.NoMethod(func(c *gin.Context) {
+		fail(c, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: c.Request.Method + " is not allowed here"})
+	})
+
+	r.GET("/healthz", s.healthz)
+	r.GET("/readyz", s.readyz)
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{Registry: s.deps.Registry})))
+	r.GET("/api/v1/openapi.yaml", s.openAPI)
+
+	v1 := r.Group("/api/v1", s.auditMutations, s.authenticate)
+	viewer := v1.Group("", require(auth.RoleViewer))
+	admin := v1.Group("", require(auth.RoleAdmin))
+
+	viewer.GET("/topology", s.getTopology)
+	admin.PUT("/topology", s.putTopology)
+
+	viewer.GET("/planes", s.listPlanes)
+	viewer.GET("/planes/:name", s.getPlane)
+	viewer.GET("/switches", s.listSwitches)
+	viewer.GET("/switches/:name", s.getSwitch)
+	viewer.GET("/endpoints", s.listEndpoints)
+	viewer.GET("/endpoints/:name", s.getEndpoint)
+	viewer.GET("/links", s.listLinks)
+
+	admin.GET("/tokens", s.listTokens)
+	admin.POST("/tokens", s.createToken)
+	admin.DELETE("/tokens/:id", s.revokeToken)
+	admin.GET("/audit", s.listAudit)
+}

@@ -1,0 +1,119 @@
+// Package api is fabricd's REST API (gin), under /api/v1, plus /healthz,
+// /readyz and /metrics. Handlers are thin adapters over the domain packages
+// (inventory, auth, audit, planes); errors map to statuses in one place
+// (errors.go); every route is registered in routes.go and documented in
+// openapi.yaml, which is served at /api/v1/openapi.yaml.
+//
+//	h := api.New(api.Deps{Inventory: inv, Tokens: tokens, Audit: auditLog, ...})
+//	http.ListenAndServe("127.0.0.1:8080", h)
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/multiplane/multiplane/audit"
+	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/inventory"
+	"github.com/multiplane/multiplane/planes"
+)
+
+// DefaultMaxBodyBytes bounds request bodies (a topology of 4,000 endpoints
+// with 8 ports each is about 3 MB of YAML).
+const DefaultMaxBodyBytes = 8 << 20
+
+// Deps are what the API serves from.
+type Deps struct {
+	Inventory *inventory.Inventory
+	Tokens    *auth.Tokens
+	Audit     *audit.Log
+	Health    planes.Health               // nil: everything healthy
+	Ready     func(context.Context) error // readiness of the stores
+	Logger    *slog.Logger
+	// Registry serves /metrics; the API registers its HTTP metrics on it.
+	Registry     *prometheus.Registry
+	MaxBodyBytes int64
+}
+
+// Server is the HTTP handler of the API.
+type Server struct {
+	deps    Deps
+	engine  *gin.Engine
+	metrics *httpMetrics
+}
+
+// New builds the API handler.
+func New(d Deps) *Server {
+	if d.Health == nil {
+		d.Health = planes.StaticHealth{}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	if d.MaxBodyBytes <= 0 {
+		d.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{deps: d, engine: gin.New(), metrics: newHTTPMetrics(d.Registry)}
+	s.engine.HandleMethodNotAllowed = true
+	s.engine.ContextWithFallback = true
+	s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+
+// Routes lists the registered routes as "METHOD /path" with gin's
+// :param syntax.
+func (s *Server) Routes() []gin.RouteInfo { return s.engine.Routes() }
+
+const ctxLogger = "api.logger"
+
+func loggerFrom(c *gin.Context) *slog.Logger {
+	if l, ok := c.Get(ctxLogger); ok {
+		return l.(*slog.Logger)
+	}
+	return slog.Default()
+}
+
+// recovery turns a panic into a logged 500 JSON error.
+func (s *Server) recovery(c *gin.Context) {
+	c.Set(ctxLogger, s.deps.Logger)
+	defer func() {
+		if r := recover(); r != nil {
+			s.deps.Logger.Error("handler panic", "route", c.FullPath(), "panic", r)
+			fail(c, &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the fabricd log"})
+		}
+	}()
+	c.Next()
+}
+
+// readBody reads the request body up to the configured limit.
+func (s *Server) readBody(c *gin.Context) ([]byte, error) {
+	r := http.MaxBytesReader(c.Writer, c.Request.Body, s.deps.MaxBodyBytes)
+	return io.ReadAll(r)
+}
+
+func (s *Server) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
+
+func (s *Server) readyz(c *gin.Context) {
+	if s.deps.Ready != nil {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
+		defer cancel()
+		if err := s.deps.Ready(ctx); err != nil {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "error": err.Error()})
+			return
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}

@@ -1,0 +1,101 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/multiplane/multiplane/audit"
+	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/internal/page"
+)
+
+type createTokenRequest struct {
+	Name       string    `json:"name"`
+	Role       auth.Role `json:"role"`
+	TTLSeconds int64     `json:"ttl_seconds,omitempty"`
+}
+
+type createTokenResponse struct {
+	auth.Token
+	Secret string `json:"token"`
+}
+
+func (s *Server) createToken(c *gin.Context) {
+	body, err := s.readBody(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var req createTokenRequest
+	if err := decodeJSON(body, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	switch {
+	case req.Name == "" || len(req.Name) > 64:
+		fail(c, badRequest("invalid_field", "name", "name is required (at most 64 characters)"))
+		return
+	case req.TTLSeconds < 0:
+		fail(c, badRequest("invalid_field", "ttl_seconds", "ttl_seconds must be 0 (no expiry) or positive"))
+		return
+	}
+	p, _ := principal(c)
+	secret, tok, err := s.deps.Tokens.Mint(c.Request.Context(), req.Name, req.Role, p.Name, time.Duration(req.TTLSeconds)*time.Second)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Set(ctxAuditDetail, gin.H{"token_id": tok.ID, "name": tok.Name, "role": tok.Role})
+	c.JSON(http.StatusCreated, createTokenResponse{Token: tok, Secret: secret})
+}
+
+func (s *Server) listTokens(c *gin.Context) {
+	toks, err := s.deps.Tokens.List(c.Request.Context())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, listResponse[auth.Token]{Items: toks})
+}
+
+func (s *Server) revokeToken(c *gin.Context) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		fail(c, badRequest("invalid_parameter", "id", "token id must be a positive integer"))
+		return
+	}
+	if err := s.deps.Tokens.Revoke(c.Request.Context(), id); err != nil {
+		fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// listAudit pages newest first; the cursor is the id of the last entry.
+func (s *Server) listAudit(c *gin.Context) {
+	req, err := page.Parse(c.Query("limit"), "")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var before int64
+	if cur := c.Query("cursor"); cur != "" {
+		if before, err = strconv.ParseInt(cur, 10, 64); err != nil || before <= 0 {
+			fail(c, badRequest("invalid_parameter", "cursor", "cursor is not one this API returned"))
+			return
+		}
+	}
+	entries, err := s.deps.Audit.List(c.Request.Context(), before, req.Limit)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	resp := listResponse[audit.Entry]{Items: entries}
+	if len(entries) == req.Limit {
+		resp.NextCursor = strconv.FormatInt(entries[len(entries)-1].ID, 10)
+	}
+	c.JSON(http.StatusOK, resp)
+}

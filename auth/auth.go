@@ -1,0 +1,220 @@
+// Package auth issues and checks the bearer tokens of the REST API. A token
+// has a role: viewer (read), operator (read, drains, rate classes) or admin
+// (everything, including topology and tokens). Only a SHA-256 hash of each
+// secret is stored; the secret is shown once, when minted.
+//
+//	tokens := auth.NewTokens(pool)
+//	secret, tok, err := tokens.Mint(ctx, "ci-bot", auth.RoleViewer, "admin", 0)
+//	principal, err := tokens.Authenticate(ctx, secret)
+//	ok := principal.Role.Allows(auth.RoleOperator)
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Errors a caller maps to HTTP statuses.
+var (
+	ErrUnauthenticated = errors.New("auth: missing or invalid token")
+	ErrForbidden       = errors.New("auth: role does not allow this")
+	ErrInvalidRole     = errors.New("auth: unknown role")
+	ErrDuplicateName   = errors.New("auth: a token with this name exists")
+	ErrNotFound        = errors.New("auth: no such token")
+)
+
+// Role is what a token may do.
+type Role string
+
+// Roles, from least to most privileged.
+const (
+	RoleViewer   Role = "viewer"
+	RoleOperator Role = "operator"
+	RoleAdmin    Role = "admin"
+)
+
+func (r Role) rank() int {
+	switch r {
+	case RoleViewer:
+		return 1
+	case RoleOperator:
+		return 2
+	case RoleAdmin:
+		return 3
+	}
+	return 0
+}
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool { return r.rank() > 0 }
+
+// Allows reports whether r is at least need.
+func (r Role) Allows(need Role) bool { return r.Valid() && r.rank() >= need.rank() }
+
+// Principal is who made a request.
+type Principal struct {
+	TokenID int64
+	Name    string
+	Role    Role
+}
+
+// Token is a token's public record.
+type Token struct {
+	ID         int64      `json:"id"`
+	Name       string     `json:"name"`
+	Role       Role       `json:"role"`
+	Prefix     string     `json:"prefix"`
+	CreatedBy  string     `json:"created_by"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+}
+
+const secretPrefix = "mpt_"
+
+// Tokens stores tokens in PostgreSQL.
+type Tokens struct{ pool *pgxpool.Pool }
+
+// NewTokens returns a token store over a migrated database.
+func NewTokens(pool *pgxpool.Pool) *Tokens { return &Tokens{pool: pool} }
+
+func hash(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// Mint creates a token and returns its secret, which is not stored.
+// ttl 0 means it does not expire.
+func (ts *Tokens) Mint(ctx context.Context, name string, role Role, createdBy string, ttl time.Duration) (string, Token, error) {
+	if !role.Valid() {
+		return "", Token{}, fmt.Errorf("%w %q (viewer, operator or admin)", ErrInvalidRole, role)
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return "", Token{}, fmt.Errorf("auth: %w", err)
+	}
+	secret := secretPrefix + base64.RawURLEncoding.EncodeToString(buf)
+	t := Token{Name: name, Role: role, Prefix: secret[:len(secretPrefix)+6], CreatedBy: createdBy}
+	var expires *time.Time
+	if ttl > 0 {
+		e := time.Now().Add(ttl)
+		expires = &e
+	}
+	err := ts.pool.QueryRow(ctx, `INSERT INTO api_tokens (name, role, hash, prefix, created_by, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at, expires_at`,
+		name, string(role), hash(secret), t.Prefix, createdBy, expires).Scan(&t.ID, &t.CreatedAt, &t.ExpiresAt)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return "", Token{}, fmt.Errorf("%w: %q", ErrDuplicateName, name)
+	}
+	if err != nil {
+		return "", Token{}, fmt.Errorf("auth: mint token: %w", err)
+	}
+	return secret, t, nil
+}
+
+// Authenticate returns the principal of a valid, unexpired, unrevoked secret.
+func (ts *Tokens) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	if !strings.HasPrefix(secret, secretPrefix) || len(secret) > 128 {
+		return Principal{}, ErrUnauthenticated
+	}
+	var p Principal
+	var role string
+	var lastUsed *time.Time
+	err := ts.pool.QueryRow(ctx, `SELECT id, name, role, last_used_at FROM api_tokens
+		WHERE hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+		hash(secret)).Scan(&p.TokenID, &p.Name, &role, &lastUsed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("auth: authenticate: %w", err)
+	}
+	// Record use at most once a minute, so reads stay reads.
+	if lastUsed == nil || time.Since(*lastUsed) > time.Minute {
+		if _, err := ts.pool.Exec(ctx, `UPDATE api_tokens SET last_used_at = now() WHERE id = $1`, p.TokenID); err != nil {
+			return Principal{}, fmt.Errorf("auth: authenticate: %w", err)
+		}
+	}
+	p.Role = Role(role)
+	return p, nil
+}
+
+// List returns every token, newest first.
+func (ts *Tokens) List(ctx context.Context) ([]Token, error) {
+	rows, err := ts.pool.Query(ctx, `SELECT id, name, role, prefix, created_by, created_at, expires_at, revoked_at, last_used_at
+		FROM api_tokens ORDER BY id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("auth: list tokens: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Token, error) {
+		var t Token
+		err := r.Scan(&t.ID, &t.Name, &t.Role, &t.Prefix, &t.CreatedBy, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &t.LastUsedAt)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("auth: list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// Revoke revokes a token by id.
+func (ts *Tokens) Revoke(ctx context.Context, id int64) error {
+	tag, err := ts.pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, id)
+	if err != nil {
+		return fmt.Errorf("auth: revoke: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: id %d", ErrNotFound, id)
+	}
+	return nil
+}
+
+// EnsureAdmin mints the first admin token when no token exists yet and
+// writes its secret to path (mode 0600). It returns whether it did.
+func (ts *Tokens) EnsureAdmin(ctx context.Context, path string) (bool, error) {
+	var n int
+	if err := ts.pool.QueryRow(ctx, `SELECT count(*) FROM api_tokens`).Scan(&n); err != nil {
+		return false, fmt.Errorf("auth: count tokens: %w", err)
+	}
+	if n > 0 {
+		return false, nil
+	}
+	secret, _, err := ts.Mint(ctx, "admin", RoleAdmin, "fabricd", 0)
+	if err != nil {
+		return false, err
+	}
+	if err := writeSecret(path, secret); err != nil {
+		// Without the file nobody could use the token: take it back.
+		_, _ = ts.pool.Exec(ctx, `DELETE FROM api_tokens WHERE hash = $1`, hash(secret))
+		return false, err
+	}
+	return true, nil
+}
+
+func writeSecret(path, secret string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
+		return fmt.Errorf("auth: write admin token: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("auth: write admin token: %w", err)
+	}
+	return nil
+}

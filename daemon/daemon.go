@@ -1,0 +1,202 @@
+// Package daemon wires fabricd's components together and runs them until
+// its context ends: the private PostgreSQL (or an external one), migrations,
+// etcd (embedded or external), the inventory, API tokens, the audit log and
+// the REST API with its metrics. cmd/fabricd only parses flags and calls Run.
+//
+//	cfg := daemon.DefaultConfig()
+//	err := daemon.Run(ctx, cfg, logger) // returns nil after a clean shutdown
+package daemon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/multiplane/multiplane/api"
+	"github.com/multiplane/multiplane/audit"
+	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/inventory"
+	"github.com/multiplane/multiplane/kv"
+	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/store"
+	"github.com/multiplane/multiplane/store/pgcluster"
+)
+
+// Config is fabricd's configuration.
+type Config struct {
+	Listen          string
+	DataDir         string
+	DatabaseURL     string
+	Topology        string
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+	Etcd            kv.Config
+}
+
+// DefaultConfig returns the defaults of every setting.
+func DefaultConfig() Config {
+	return Config{
+		Listen: "127.0.0.1:8080", DataDir: "./var", MaxBodyBytes: api.DefaultMaxBodyBytes,
+		ShutdownTimeout: 10 * time.Second, Etcd: kv.Config{DialTimeout: 5 * time.Second},
+	}
+}
+
+// RegisterFlags registers every setting on fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the REST API, dashboard and /metrics")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the private PostgreSQL, embedded etcd and admin.token")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL of an external server (default: a private cluster under --data-dir)")
+	fs.StringVar(&c.Topology, "topology", c.Topology, "topology file (YAML or JSON) to load at start; see docs/topology.md")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest request body the API accepts")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time to finish in-flight requests on SIGINT/SIGTERM")
+	c.Etcd.RegisterFlags(fs)
+}
+
+// AdminTokenPath is where the first admin token is written.
+func (c *Config) AdminTokenPath() string { return filepath.Join(c.DataDir, "admin.token") }
+
+// Run starts fabricd and blocks until ctx ends, then shuts down cleanly.
+// Start-up errors are returned at once, after undoing what had started.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("fabricd: data dir: %w", err)
+	}
+	var closers []func()
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+
+	dbURL := cfg.DatabaseURL
+	if dbURL == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{
+			DataDir: filepath.Join(cfg.DataDir, "postgresql"), Logger: logger.With("component", "postgres"),
+		})
+		if err != nil {
+			return fmt.Errorf("fabricd: private PostgreSQL: %w", err)
+		}
+		closers = append(closers, func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := cluster.Stop(stopCtx); err != nil {
+				logger.Error("private PostgreSQL did not stop cleanly", "err", err)
+			}
+		})
+		dbURL = cluster.URL()
+	}
+	db, err := store.Open(ctx, dbURL, logger.With("component", "store"))
+	if err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	closers = append(closers, db.Close)
+	if err := db.Migrate(ctx); err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+
+	etcdCfg := cfg.Etcd
+	etcdCfg.DataDir = cfg.DataDir
+	kvs, err := kv.Open(ctx, etcdCfg, logger.With("component", "etcd"))
+	if err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	closers = append(closers, func() { kvs.Close() })
+
+	tokens := auth.NewTokens(db.Pool())
+	created, err := tokens.EnsureAdmin(ctx, cfg.AdminTokenPath())
+	if err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	if created {
+		logger.Info("first start: admin token written; use it as a bearer token", "path", cfg.AdminTokenPath())
+	}
+
+	inv := inventory.New(db.Pool())
+	if cfg.Topology != "" {
+		if err := loadTopology(ctx, inv, cfg.Topology, logger); err != nil {
+			return err
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo(), db.Collector())
+	handler := api.New(api.Deps{
+		Inventory: inv, Tokens: tokens, Audit: audit.New(db.Pool()), Health: planes.StaticHealth{},
+		Logger: logger.With("component", "api"), Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		Ready: func(ctx context.Context) error { return errors.Join(db.Ready(ctx), kvs.Ready(ctx)) },
+	})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("fabricd: listen: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("fabricd ready", "api", "http://"+ln.Addr().String()+"/api/v1", "admin_token", cfg.AdminTokenPath())
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("fabricd: serve: %w", err)
+	}
+	logger.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		logger.Warn("in-flight requests did not finish in time", "err", err)
+		srv.Close()
+	}
+	return nil
+}
+
+func loadTopology(ctx context.Context, inv *inventory.Inventory, path string, logger *slog.Logger) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("fabricd: topology: %w", err)
+	}
+	topo, err := planes.ParseTopology(data)
+	if err != nil {
+		return fmt.Errorf("fabricd: topology %s: %w", path, err)
+	}
+	rev, changed, err := inv.Replace(ctx, topo, "fabricd --topology")
+	if err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	logger.Info("topology loaded", "file", path, "revision", rev, "changed", changed,
+		"planes", len(topo.Planes), "switches", len(topo.Switches), "endpoints", len(topo.Endpoints))
+	return nil
+}
+
+func buildInfo() prometheus.Collector {
+	version, goVersion := "devel", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				version = s.Value[:12]
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "multiplane", Name: "build_info", Help: "Build of this fabricd; the value is 1.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": goVersion},
+	})
+	g.Set(1)
+	return g
+}
