@@ -2,10 +2,10 @@ package planes
 
 import (
 	"bytes"
-	"strings"
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 )
