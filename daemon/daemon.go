@@ -9,6 +9,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -81,9 +83,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 
 	dbURL := cfg.DatabaseURL
 	if dbURL == "" {
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{
-			DataDir: filepath.Join(cfg.DataDir, "postgresql"), Logger: logger.With("component", "postgres"),
-		})
+		cluster, err := startPostgres(ctx, cfg.DataDir, logger)
 		if err != nil {
 			return fmt.Errorf("fabricd: private PostgreSQL: %w", err)
 		}
@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		})
 		dbURL = cluster.URL()
 	}
-	db, err := store.Open(ctx, dbURL, logger.With("component", "store"))
+	db, err := store.Open(ctx, dbURL, logger)
 	if err != nil {
 		return fmt.Errorf("fabricd: %w", err)
 	}
@@ -160,6 +160,27 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		srv.Close()
 	}
 	return nil
+}
+
+// startPostgres starts the private cluster under dataDir. As root,
+// PostgreSQL runs as the postgres user; when that user cannot reach dataDir
+// (a 0700 home directory, say), the cluster lives in a directory of its own
+// under /var/lib/multiplane, named after dataDir so restarts find it.
+func startPostgres(ctx context.Context, dataDir string, logger *slog.Logger) (*pgcluster.Cluster, error) {
+	dir := filepath.Join(dataDir, "postgresql")
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dir, Logger: logger})
+	if !errors.Is(err, pgcluster.ErrNotTraversable) {
+		return cluster, err
+	}
+	abs, _ := filepath.Abs(dir)
+	sum := sha256.Sum256([]byte(abs))
+	alt := filepath.Join("/var/lib/multiplane", "postgresql-"+hex.EncodeToString(sum[:6]))
+	logger.Warn("the postgres user cannot reach the data directory; keeping PostgreSQL data elsewhere",
+		"data_dir", abs, "postgres_dir", alt, "reason", err)
+	if err := os.MkdirAll(alt, 0o755); err != nil {
+		return nil, err
+	}
+	return pgcluster.Start(ctx, pgcluster.Options{DataDir: alt, Logger: logger})
 }
 
 func loadTopology(ctx context.Context, inv *inventory.Inventory, path string, logger *slog.Logger) error {
