@@ -142,7 +142,9 @@ func waitNoProcesses(t *testing.T, dir string) {
 func planeCount(t *testing.T, f *fabricd, token string) int {
 	t.Helper()
 	code, body := f.get(t, "/api/v1/planes", token)
-	var resp struct{ Items []struct{ Name, State string } }
+	var resp struct {
+		Items []struct{ Name, State string }
+	}
 	if code != 200 || json.Unmarshal(body, &resp) != nil {
 		t.Fatalf("GET planes = %d %s", code, body)
 	}
