@@ -61,14 +61,15 @@ CREATE TABLE endpoint_ports (
 
 CREATE INDEX endpoint_ports_plane_idx ON endpoint_ports (plane);
 
--- A port must be cabled to a switch of its own plane.
+-- A port must be cabled to a switch of its own plane. (An unknown switch is
+-- left to the foreign key to report.)
 CREATE FUNCTION endpoint_ports_check_plane() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     switch_plane text;
 BEGIN
     SELECT s.plane INTO switch_plane FROM switches s WHERE s.name = NEW.switch;
-    IF switch_plane IS DISTINCT FROM NEW.plane THEN
+    IF FOUND AND switch_plane <> NEW.plane THEN
         RAISE EXCEPTION 'endpoint port %/% is on plane % but switch % is on plane %',
             NEW.endpoint, NEW.plane, NEW.plane, NEW.switch, switch_plane
             USING ERRCODE = 'check_violation';
