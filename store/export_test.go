@@ -1,0 +1,7 @@
+package store
+
+// Exported for tests in package store_test.
+const (
+	MigrateLockClass = migrateLockClass
+	MigrateLockObj   = migrateLockObj
+)
