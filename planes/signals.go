@@ -1,0 +1,57 @@
+package planes
+
+import "time"
+
+// OperStatus is an interface's OpenConfig oper-status (UP, DOWN, TESTING,
+// UNKNOWN, DORMANT, NOT_PRESENT, LOWER_LAYER_DOWN).
+type OperStatus string
+
+// Oper-status values the health engine distinguishes.
+const (
+	OperUp   OperStatus = "UP"
+	OperDown OperStatus = "DOWN"
+)
+
+// InterfaceRates are per-second rates computed from counter deltas over
+// Interval. Every rate is ≥ 0: counter wraps and resets never show here.
+type InterfaceRates struct {
+	Interval    time.Duration `json:"interval"`
+	InOctets    float64       `json:"in_octets"`
+	OutOctets   float64       `json:"out_octets"`
+	InPkts      float64       `json:"in_pkts"`
+	OutPkts     float64       `json:"out_pkts"`
+	InErrors    float64       `json:"in_errors"`
+	InDiscards  float64       `json:"in_discards"`
+	OutDiscards float64       `json:"out_discards"`
+	InFCSErrors float64       `json:"in_fcs_errors"`
+	ECNMarked   float64       `json:"ecn_marked_pkts"` // output queues, summed
+	QueueDrops  float64       `json:"queue_dropped_pkts"`
+}
+
+// InterfaceSample is what telemetry learned about one switch interface at
+// one time: its oper-status, its rates, or both.
+type InterfaceSample struct {
+	Switch    string
+	Interface string
+	At        time.Time  // the target's timestamp
+	Oper      OperStatus // "" when this sample has no oper-status
+	Rates     *InterfaceRates
+}
+
+// SwitchReachability says whether a switch's telemetry stream is alive.
+// A switch is unreachable when its stream is down, or silent past the
+// keepalive timeout.
+type SwitchReachability struct {
+	Switch    string
+	Reachable bool
+	Synced    bool // sync_response seen on the current stream
+	At        time.Time
+	Reason    string
+}
+
+// Observer takes telemetry in: the health engine implements it and the
+// collector feeds it, in batches.
+type Observer interface {
+	ObserveInterfaces(batch []InterfaceSample)
+	ObserveSwitch(r SwitchReachability)
+}
