@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Mode names a transport.
+type Mode string
+
+// The modes.
+const (
+	ModeMultipath Mode = "multipath" // package transport, multipath spraying with selective resend
+	ModeGBN       Mode = "gbn"       // package transport, RoCEv2-like go-back-N on one path
+	ModeMPTCP     Mode = "mptcp"     // Linux kernel MPTCP
+	ModeTCP       Mode = "tcp"       // single-path TCP on the first plane
+)
+
+// Modes lists every mode.
+var Modes = []Mode{ModeMultipath, ModeGBN, ModeMPTCP, ModeTCP}
+
+// Role is server or client.
+type Role string
+
+// The roles.
+const (
+	RoleServer Role = "server"
+	RoleClient Role = "client"
+)
+
+// DefaultPort is the perftest default port.
+const DefaultPort = 18515
+
+// Config is the configuration of one bench run.
+type Config struct {
+	Role           Role
+	Mode           Mode
+	Bind           []netip.Addr  // local address per plane
+	Peer           []netip.Addr  // server's address per plane (client)
+	Port           int           // server port
+	Size           int           // message size in bytes, header included
+	Duration       time.Duration // run for this long (client); wins over Iterations
+	Iterations     int           // messages per connection when Duration is 0
+	Conns          int           // connections (perftest -q)
+	ReportGbits    bool
+	JSON           bool
+	ConnectTimeout time.Duration // client retries connecting this long
+	Interval       time.Duration // progress line interval
+	Timeout        time.Duration // server: give up when no session completes in this long (0 = never)
+}
+
+// RegisterFlags registers the flags with their defaults. Environment
+// twins (ENDPOINT_BENCH_<FLAG>) come from internal/cliconf.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.Mode = ModeMultipath
+	fs.Var((*modeValue)(&c.Mode), "mode", "transport: multipath | gbn | mptcp | tcp")
+	fs.Var((*addrList)(&c.Bind), "bind", "local addresses, one per plane, comma-separated (plane order)")
+	fs.Var((*addrList)(&c.Peer), "peer", "client: the server's addresses, one per plane, comma-separated (plane order)")
+	fs.IntVar(&c.Port, "port", DefaultPort, "server port")
+	fs.IntVar(&c.Size, "s", 65536, "message size in bytes, the 40-byte header included (perftest -s)")
+	fs.Var((*seconds)(&c.Duration), "D", "client: run for this long, e.g. 10s or 10 (seconds); wins over -n (perftest -D)")
+	fs.IntVar(&c.Iterations, "n", 5000, "client: messages per connection when -D is not given (perftest -n)")
+	fs.IntVar(&c.Conns, "q", 1, "client: number of connections, run in parallel (perftest -q)")
+	fs.BoolVar(&c.ReportGbits, "report-gbits", false, "report bandwidth in Gb/sec instead of MB/sec (perftest --report_gbits)")
+	fs.BoolVar(&c.JSON, "json", false, "print one JSON object with the result as the last line of stdout")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", 10*time.Second, "client: keep retrying to connect this long (the server may still be starting)")
+	fs.DurationVar(&c.Interval, "interval", time.Second, "progress line interval on stderr (0 = none)")
+	fs.DurationVar(&c.Timeout, "timeout", 0, "server: fail if no run completes in this long (0 = wait forever)")
+}
+
+// ErrUsage is wrapped by configuration errors.
+var ErrUsage = errors.New("bench: usage")
+
+// Validate checks the configuration for role.
+func (c *Config) Validate() error {
+	bad := func(f string, a ...any) error { return fmt.Errorf("%w: "+f, append([]any{ErrUsage}, a...)...) }
+	switch {
+	case c.Role != RoleServer && c.Role != RoleClient:
+		return bad("role %q: want server or client", c.Role)
+	case !slices.Contains(Modes, c.Mode):
+		return bad("--mode %q: want one of multipath, gbn, mptcp, tcp", c.Mode)
+	case len(c.Bind) == 0:
+		return bad("--bind: at least one local address")
+	case c.Role == RoleClient && len(c.Peer) == 0:
+		return bad("--peer: the server's addresses are needed by the client")
+	case c.Role == RoleClient && len(c.Peer) != len(c.Bind):
+		return bad("--bind has %d addresses and --peer %d: give one per plane on both", len(c.Bind), len(c.Peer))
+	case c.Port < 1 || c.Port > 65535:
+		return bad("--port %d", c.Port)
+	case c.Size < HeaderLen || c.Size > MaxMessage:
+		return bad("-s %d: want %d..%d", c.Size, HeaderLen, MaxMessage)
+	case c.Duration < 0 || (c.Duration == 0 && c.Iterations < 1):
+		return bad("-D %v / -n %d: give a positive duration or iteration count", c.Duration, c.Iterations)
+	case c.Conns < 1 || c.Conns > 1024:
+		return bad("-q %d: want 1..1024", c.Conns)
+	}
+	return nil
+}
+
+type modeValue Mode
+
+func (m *modeValue) String() string { return string(*m) }
+func (m *modeValue) Set(s string) error {
+	if !slices.Contains(Modes, Mode(s)) {
+		return fmt.Errorf("unknown mode %q (multipath, gbn, mptcp, tcp)", s)
+	}
+	*m = modeValue(s)
+	return nil
+}
+
+type addrList []netip.Addr
+
+func (l *addrList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, a := range *l {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *addrList) Set(v string) error {
+	*l = nil
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(part)
+		if err != nil {
+			return err
+		}
+		*l = append(*l, a)
+	}
+	return nil
+}
+
+// seconds is a duration flag that also takes a bare number of seconds
+// ("10"), as perftest's -D does.
+type seconds time.Duration
+
+func (d *seconds) String() string { return time.Duration(*d).String() }
+func (d *seconds) Set(v string) error {
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		*d = seconds(f * float64(time.Second))
+		return nil
+	}
+	x, err := time.ParseDuration(v)
+	*d = seconds(x)
+	return err
+}

@@ -1,0 +1,23 @@
+// Package bench is the engine of `endpoint bench`, a perftest-style
+// (ib_send_bw) throughput benchmark: a server and a client move verified
+// messages over one of several transports (modes) and report goodput.
+//
+// Modes sit behind one small interface, [Transport]: "multipath" and "gbn"
+// are package transport's multipath mode and its go-back-N baseline; "mptcp"
+// is Linux kernel MPTCP through net.Dialer/ListenConfig.SetMultipathTCP, its
+// subflows configured outside the program (ip mptcp endpoint/limits);
+// "tcp" is single-path TCP on the first plane.
+//
+// Every message carries a header (magic, kind, session, sequence number,
+// connection index, length) and a CRC32C over header and payload; the
+// server verifies each one, rejects duplicates and counts what it received,
+// and returns the count in a result message after the client's end message.
+// So goodput is what the server verified, divided by the client's time from
+// first send to that result; a corrupt, duplicate or missing message is an
+// error (non-zero exit).
+//
+// Output follows perftest: progress lines on stderr every second, then a
+// table (#bytes #iterations BW peak BW average MsgRate[Mpps]) plus
+// retransmits and bytes per plane; with --json one JSON object ([Result]) is
+// the last line of stdout.
+package bench

@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Result is the outcome of a run, printed as the --json line.
+type Result struct {
+	Mode          Mode    `json:"mode"`
+	Role          Role    `json:"role"`
+	GoodputBps    float64 `json:"goodput_bps"` // verified bits per second
+	PeakBps       float64 `json:"peak_bps"`    // best progress interval
+	Bytes         int64   `json:"bytes"`       // verified message bytes, headers included
+	Seconds       float64 `json:"seconds"`
+	Messages      int64   `json:"messages"`
+	Size          int     `json:"size"`
+	Retransmits   *int64  `json:"retransmits"` // null when unknown
+	Connections   int     `json:"connections"`
+	Planes        int     `json:"planes"`
+	PerPlaneBytes []int64 `json:"per_plane_bytes"` // null when unknown
+	Errors        int64   `json:"errors"`
+}
+
+// meter counts bytes and prints a progress line every interval.
+type meter struct {
+	bytes, msgs atomic.Int64
+	cfg         *Config
+	w           io.Writer
+	start       time.Time
+	mu          sync.Mutex
+	peak        float64
+	stop        chan struct{}
+	done        chan struct{}
+}
+
+func newMeter(cfg *Config, w io.Writer) *meter {
+	return &meter{cfg: cfg, w: w, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (m *meter) add(n int) {
+	m.bytes.Add(int64(n))
+	m.msgs.Add(1)
+}
+
+// run prints progress until finish; start marks time zero.
+func (m *meter) run(start time.Time) {
+	m.start = start
+	go func() {
+		defer close(m.done)
+		if m.cfg.Interval <= 0 {
+			<-m.stop
+			return
+		}
+		t := time.NewTicker(m.cfg.Interval)
+		defer t.Stop()
+		last, lastMsgs, lastT := int64(0), int64(0), start
+		for {
+			select {
+			case <-m.stop:
+				return
+			case now := <-t.C:
+				b, n := m.bytes.Load(), m.msgs.Load()
+				dt := now.Sub(lastT).Seconds()
+				bps := float64(b-last) * 8 / dt
+				m.mu.Lock()
+				m.peak = max(m.peak, bps)
+				m.mu.Unlock()
+				fmt.Fprintf(m.w, "bench: %s %6.1fs %s %s  %.0f msg/s  total %d bytes\n",
+					m.cfg.Role, now.Sub(start).Seconds(), formatBW(bps, m.cfg.ReportGbits), bwUnit(m.cfg.ReportGbits),
+					float64(n-lastMsgs)/dt, b)
+				last, lastMsgs, lastT = b, n, now
+			}
+		}
+	}()
+}
+
+// finish stops progress and returns the peak interval rate in bit/s.
+func (m *meter) finish() float64 {
+	close(m.stop)
+	<-m.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.peak
+}
+
+// formatBW formats bits/s as perftest does: Gb/sec (1e9 bits) or MB/sec
+// (2^20 bytes).
+func formatBW(bps float64, gbits bool) string {
+	if gbits {
+		return fmt.Sprintf("%.2f", bps/1e9)
+	}
+	return fmt.Sprintf("%.2f", bps/8/(1<<20))
+}
+
+func bwUnit(gbits bool) string {
+	if gbits {
+		return "Gb/sec"
+	}
+	return "MB/sec"
+}
+
+const rule = "---------------------------------------------------------------------------------------"
+
+// WriteReport prints the perftest-style table and, with cfg.JSON, the
+// JSON line last.
+func WriteReport(w io.Writer, cfg *Config, r Result) error {
+	u := bwUnit(cfg.ReportGbits)
+	var b strings.Builder
+	fmt.Fprintln(&b, rule)
+	fmt.Fprintf(&b, "                    Send BW Test (endpoint bench %s)\n", r.Role)
+	fmt.Fprintf(&b, " Mode            : %s\n", r.Mode)
+	fmt.Fprintf(&b, " Connections     : %d\n", r.Connections)
+	fmt.Fprintf(&b, " Planes          : %d\n", r.Planes)
+	fmt.Fprintf(&b, " Message size    : %d\n", r.Size)
+	fmt.Fprintln(&b, rule)
+	fmt.Fprintf(&b, " %-10s %-14s %-18s %-20s %s\n", "#bytes", "#iterations", "BW peak["+u+"]", "BW average["+u+"]", "MsgRate[Mpps]")
+	peak := max(r.PeakBps, r.GoodputBps)
+	rate := 0.0
+	if r.Seconds > 0 {
+		rate = float64(r.Messages) / r.Seconds / 1e6
+	}
+	fmt.Fprintf(&b, " %-10d %-14d %-18s %-20s %.6f\n", r.Size, r.Messages, formatBW(peak, cfg.ReportGbits), formatBW(r.GoodputBps, cfg.ReportGbits), rate)
+	fmt.Fprintln(&b, rule)
+	if r.Retransmits != nil {
+		fmt.Fprintf(&b, " retransmits     : %d\n", *r.Retransmits)
+	} else {
+		fmt.Fprintf(&b, " retransmits     : unknown\n")
+	}
+	if r.PerPlaneBytes != nil {
+		fmt.Fprintf(&b, " per-plane bytes :")
+		for i, v := range r.PerPlaneBytes {
+			fmt.Fprintf(&b, " p%d=%d", i, v)
+		}
+		fmt.Fprintln(&b)
+	} else {
+		fmt.Fprintf(&b, " per-plane bytes : unknown\n")
+	}
+	fmt.Fprintf(&b, " verified        : %d messages, %d bytes, %d errors in %.3f s\n", r.Messages, r.Bytes, r.Errors, r.Seconds)
+	fmt.Fprintln(&b, rule)
+	if cfg.JSON {
+		j, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

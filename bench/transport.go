@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Transport is one mode: how the server listens and the client connects.
+type Transport interface {
+	// Listen starts accepting connections (server role).
+	Listen(ctx context.Context, cfg *Config) (Listener, error)
+	// Dial opens one connection to the server (client role). It fails at
+	// once if the server is not there; the caller retries.
+	Dial(ctx context.Context, cfg *Config) (Conn, error)
+}
+
+// Listener accepts connections.
+type Listener interface {
+	Accept(ctx context.Context) (Conn, error)
+	Close() error
+}
+
+// Conn carries whole messages both ways. Messages may arrive in any order
+// (transports that spray do not keep one); each is delivered once.
+type Conn interface {
+	// Send sends one message; the transport may keep msg only until Send
+	// returns.
+	Send(ctx context.Context, msg []byte) error
+	// Recv returns the next whole message, in buf when it fits; io.EOF
+	// when the peer closed.
+	Recv(ctx context.Context, buf []byte) ([]byte, error)
+	Close() error
+}
+
+// Stats is what a transport knows about a whole run (all its connections),
+// where Retransmits or PlaneBytes is nil when it does not know.
+type Stats struct {
+	Retransmits *int64
+	PlaneBytes  []int64 // bytes sent (client) or received (server) per plane
+}
+
+// StatsSource is implemented by transports that can report on a run: Begin
+// is called before the first message and End after the last.
+type StatsSource interface {
+	Begin(cfg *Config)
+	End(cfg *Config) Stats
+}
+
+// ErrModeUnavailable is returned for a mode whose transport is not built
+// into this binary.
+var ErrModeUnavailable = errors.New("bench: transport mode not available yet")
+
+// transportFor returns the transport of a mode.
+func transportFor(m Mode) (Transport, error) {
+	switch m {
+	case ModeTCP:
+		return &tcpTransport{mptcp: false}, nil
+	case ModeMPTCP:
+		return &tcpTransport{mptcp: true}, nil
+	case ModeMultipath, ModeGBN:
+		return newTransportMode(m)
+	}
+	return nil, fmt.Errorf("%w: mode %q", ErrUsage, m)
+}

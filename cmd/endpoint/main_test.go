@@ -1,0 +1,39 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Usage: endpoint"},
+		{[]string{"run"}, 2, "not yet implemented"},
+		{[]string{"bench", "--help"}, 0, "ENDPOINT_BENCH_REPORT_GBITS"},
+		{[]string{"bench", "sideways"}, 2, "want server or client"},
+		{[]string{"bench", "client", "--mode", "tcp", "--bind", "127.0.0.1"}, 2, "--peer"},
+		{[]string{"bench", "client", "--mode", "bogus"}, 2, "unknown mode"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &out, &errb)
+		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.want) {
+			t.Errorf("%v: code %d, want %d with %q; got\n%s%s", tc.args, code, tc.code, tc.want, out.String(), errb.String())
+		}
+	}
+}
+
+func TestEnvTwin(t *testing.T) {
+	t.Setenv("ENDPOINT_BENCH_MODE", "multipath")
+	t.Setenv("ENDPOINT_BENCH_D", "1")
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "client", "--bind", "127.0.0.1", "--peer", "127.0.0.1", "--connect-timeout", "0s"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "not available yet") {
+		t.Fatalf("code %d: %s", code, errb.String())
+	}
+}
