@@ -318,14 +318,14 @@ func (db *DB) Migrate(ctx context.Context) (err error) {
 		}
 		return fmt.Errorf("store: migrate: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
-	}
 	after, dirty, err := m.Version()
 	if err != nil {
 		return fmt.Errorf("store: migrate: read schema version: %w", err)
 	}
 	db.logger.Info("schema migrated", "from", before, "to", after, "dirty", dirty)
+	if after < head && ctx.Err() != nil { // stopped early by GracefulStop
+		return fmt.Errorf("store: migrate: stopped at version %d of %d: %w", after, head, ctx.Err())
+	}
 	return checkVersion(after, dirty, head, true)
 }
 

@@ -153,6 +153,21 @@ func (c *Cluster) LogPath() string { return c.logPath }
 // Pid returns the postmaster's process id.
 func (c *Cluster) Pid() int { return c.proc.cmd.Process.Pid }
 
+// Done is closed when the postmaster has exited, whether by Stop or not;
+// fabricd can watch it to notice that its database went away.
+func (c *Cluster) Done() <-chan struct{} { return c.proc.done }
+
+// Err returns how the postmaster exited (nil for a clean exit), once Done
+// is closed; nil before.
+func (c *Cluster) Err() error {
+	select {
+	case <-c.proc.done:
+		return c.proc.err
+	default:
+		return nil
+	}
+}
+
 // identity is who runs initdb and postgres.
 type identity struct {
 	name    string
@@ -163,7 +178,9 @@ type identity struct {
 }
 
 // Start starts (and on first use initialises) the cluster described by opts
-// and returns once it accepts connections and the database exists.
+// and returns once it accepts connections and the database exists. ctx
+// bounds the startup only; the cluster runs until Stop (or until this
+// process dies).
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("pgcluster: Options.DataDir is required")
@@ -196,7 +213,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	// Missing parents are created like mkdir -p (0755 before umask), so that
+	// the postgres user can reach what we create; DataDir itself is 0700.
+	if err := os.MkdirAll(filepath.Dir(dataDir), 0o755); err != nil {
+		return nil, fmt.Errorf("pgcluster: create data directory: %w", err)
+	}
+	if err := os.Mkdir(dataDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("pgcluster: create data directory: %w", err)
 	}
 	if dataDir, err = filepath.EvalSymlinks(dataDir); err != nil {
@@ -286,7 +308,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 // If it has not exited after Options.StopTimeout or when ctx is done, Stop
 // escalates to SIGQUIT (immediate shutdown) and then SIGKILL (the server's
 // own children exit when they see the postmaster gone). Stop is safe to call
-// more than once.
+// more than once, and returns nil if postgres had already exited (see Done
+// and Err).
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.stopOnce.Do(func() {
 		c.stopErr = c.stop(ctx)
@@ -767,6 +790,8 @@ func (c *Cluster) command(path string, args []string, id identity, dir string) *
 	cmd.Stderr = c.logFile
 	cmd.Env = childEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Its own process group: a terminal's Ctrl-C reaches only us, and we
+		// stop postgres in order (after whatever still needs the database).
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL,
 	}

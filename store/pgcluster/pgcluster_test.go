@@ -170,6 +170,14 @@ func TestStalePidFile(t *testing.T) {
 	if err := syscall.Kill(killedPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-c.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("Done not closed after the postmaster was killed")
+	}
+	if c.Err() == nil {
+		t.Error("Err() = nil after SIGKILL")
+	}
 	waitFor(t, "killed postmaster and its children to exit", 30*time.Second, func() bool {
 		return exited(killedPid) && len(processesIn(filepath.Join(dir, "postgres"))) == 0
 	})
@@ -413,6 +421,17 @@ func TestRootPaths(t *testing.T) {
 		}
 	})
 
+	t.Run("missing parents are created reachable", func(t *testing.T) {
+		base := dataDir(t)
+		if err := os.Chmod(base, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c := start(t, Options{DataDir: filepath.Join(base, "a", "b", "data")})
+		if got := queryInt(t, c, "SELECT 1"); got != 1 {
+			t.Error("query failed")
+		}
+	})
+
 	t.Run("no such user", func(t *testing.T) {
 		_, err := Start(testenv.Context(t), Options{DataDir: dataDir(t), User: "mp-no-such-user", Logger: testenv.Logger(t)})
 		if !errors.Is(err, ErrNoUser) {
@@ -443,6 +462,47 @@ func TestCompareVersions(t *testing.T) {
 		got := compareVersions(tc.a, tc.b)
 		if (got > 0) != (tc.want > 0) || (got < 0) != (tc.want < 0) {
 			t.Errorf("compareVersions(%q, %q) = %d, want sign %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestAsUnprivilegedUser runs, when root, the start/stop/restart test again
+// as the postgres user, so the non-root path (no credential switch) is
+// covered too.
+func TestAsUnprivilegedUser(t *testing.T) {
+	requireBinaries(t)
+	testenv.RequireRoot(t)
+	id, err := runIdentity(defaultUser)
+	testenv.Require(t, err == nil, fmt.Sprint(err))
+
+	// The test binary lives in a 0700 build directory: copy it where that
+	// user can run it.
+	dir := dataDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "pgcluster.test")
+	if err := os.WriteFile(exe, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testenv.Context(t), exe, "-test.run=^(TestStartStopRestartKeepsData|TestStalePidFile)$", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+os.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: id.groups},
+	}
+	out, err := cmd.CombinedOutput()
+	t.Logf("as user %s:\n%s", id.name, out)
+	if err != nil {
+		t.Fatalf("as user %s: %v", id.name, err)
+	}
+	for _, name := range []string{"TestStartStopRestartKeepsData", "TestStalePidFile"} {
+		if !strings.Contains(string(out), "--- PASS: "+name) {
+			t.Errorf("%s did not pass as user %s", name, id.name)
 		}
 	}
 }

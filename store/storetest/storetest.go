@@ -87,14 +87,18 @@ func Main(m *testing.M, opts ...goleak.Option) {
 // fabric_state's. It is closed and dropped when the test ends.
 func New(t testing.TB) *store.DB {
 	t.Helper()
-	return open(t, newDatabase(t, true))
+	db := open(t, newDatabase(t))
+	if err := db.Migrate(testenv.Context(t)); err != nil {
+		t.Fatalf("storetest: migrate: %v", err)
+	}
+	return db
 }
 
 // NewUnmigrated returns a fresh, empty database on which no migration has
 // run, for testing migrations. It is closed and dropped when the test ends.
 func NewUnmigrated(t testing.TB) *store.DB {
 	t.Helper()
-	return open(t, newDatabase(t, false))
+	return open(t, newDatabase(t))
 }
 
 // URL returns the connection URL of a fresh database migrated to head, for
@@ -102,7 +106,16 @@ func NewUnmigrated(t testing.TB) *store.DB {
 // is dropped when the test ends.
 func URL(t testing.TB) string {
 	t.Helper()
-	return newDatabase(t, true)
+	u := newDatabase(t)
+	db, err := store.Open(testenv.Context(t), u, testenv.Logger(t))
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	defer db.Close()
+	if err := db.Migrate(testenv.Context(t)); err != nil {
+		t.Fatalf("storetest: migrate: %v", err)
+	}
+	return u
 }
 
 func open(t testing.TB, dbURL string) *store.DB {
@@ -115,9 +128,9 @@ func open(t testing.TB, dbURL string) *store.DB {
 	return db
 }
 
-// newDatabase creates a database, registers its removal, optionally
-// migrates it, and returns its URL.
-func newDatabase(t testing.TB, migrated bool) string {
+// newDatabase creates an empty database, registers its removal and
+// returns its URL.
+func newDatabase(t testing.TB) string {
 	t.Helper()
 	if !mainRunning.Load() {
 		t.Fatal("storetest: call storetest.Main(m) from TestMain, so that the private PostgreSQL is stopped after the tests")
@@ -138,16 +151,6 @@ func newDatabase(t testing.TB, migrated bool) string {
 	dbURL, err := withDatabase(base, name)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
-	}
-	if migrated {
-		db, err := store.Open(ctx, dbURL, testenv.Logger(t))
-		if err != nil {
-			t.Fatalf("storetest: %v", err)
-		}
-		defer db.Close()
-		if err := db.Migrate(ctx); err != nil {
-			t.Fatalf("storetest: migrate: %v", err)
-		}
 	}
 	return dbURL
 }
