@@ -580,8 +580,9 @@ func checkBinVersion(dir, dataVersion string) error {
 	if len(fields) < 3 {
 		return fmt.Errorf("pgcluster: unexpected postgres --version output %q", out)
 	}
-	v := fields[2]
-	if v != dataVersion && !strings.HasPrefix(v, dataVersion+".") {
+	v := fields[2] // "15.18", "9.6.24", "17beta1"
+	rest, found := strings.CutPrefix(v, dataVersion)
+	if !found || (rest != "" && rest[0] >= '0' && rest[0] <= '9') {
 		return fmt.Errorf("pgcluster: the cluster was initialised by PostgreSQL %s but the binaries in %s are version %s; install PostgreSQL %s (or upgrade the cluster with pg_upgrade)",
 			dataVersion, dir, v, dataVersion)
 	}
@@ -616,14 +617,23 @@ func (c *Cluster) initdb(ctx context.Context, binDir string, id identity, noSync
 	if err != nil {
 		return fmt.Errorf("pgcluster: run initdb: %w", err)
 	}
+	// The directory was empty before: on failure, leave it so again, so that
+	// the next Start initialises afresh.
+	cleanup := func() {
+		if err := os.RemoveAll(c.pgData); err != nil {
+			c.logger.Warn("could not remove the cluster directory after a failed initdb", "path", c.pgData, "err", err)
+		}
+	}
 	select {
 	case <-p.done:
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
 		<-p.done
+		cleanup()
 		return fmt.Errorf("pgcluster: initdb: %w%s", ctx.Err(), c.logTail())
 	}
 	if p.err != nil {
+		cleanup()
 		return fmt.Errorf("pgcluster: initdb failed: %w%s", p.err, c.logTail())
 	}
 	c.logger.Debug("initdb done", "duration", time.Since(start))

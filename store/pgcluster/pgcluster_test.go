@@ -286,6 +286,20 @@ func TestStartErrors(t *testing.T) {
 			contains: []string{"tail of", "shared_buffers"},
 		},
 		{
+			name: "data of another major version",
+			opts: func(t *testing.T) Options {
+				d := dataDir(t)
+				if err := os.MkdirAll(filepath.Join(d, "postgres"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(d, "postgres", "PG_VERSION"), []byte("1\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return Options{DataDir: d}
+			},
+			contains: []string{"initialised by PostgreSQL 1 ", "pg_upgrade"},
+		},
+		{
 			name: "not a cluster",
 			opts: func(t *testing.T) Options {
 				d := dataDir(t)
