@@ -110,6 +110,11 @@ func (s *Server) putTopology(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if changed && s.deps.OnTopology != nil {
+		if snap, err := s.deps.Inventory.Current(c.Request.Context()); err == nil {
+			s.deps.OnTopology(snap)
+		}
+	}
 	resp := gin.H{"revision": rev, "changed": changed, "planes": len(topo.Planes), "switches": len(topo.Switches),
 		"endpoints": len(topo.Endpoints), "links": len(topo.Links())}
 	c.Set(ctxAuditDetail, resp)
@@ -149,9 +154,19 @@ func (s *Server) listSwitches(c *gin.Context) {
 	if !ok {
 		return
 	}
+	st, ok := stateFilter(c, planes.ValidPlaneState, "healthy, degraded, down")
+	if !ok {
+		return
+	}
+	sws := make([]planes.SwitchStatus, len(snap.Topology.Switches))
+	for i, sw := range snap.Topology.Switches {
+		sws[i] = planes.SwitchStatusOf(sw, s.deps.Health)
+	}
 	plane := c.Query("plane")
-	list(c, snap.Topology.Switches, func(s planes.Switch) string { return s.Name },
-		func(s planes.Switch) bool { return plane == "" || s.Plane == plane })
+	list(c, sws, func(s planes.SwitchStatus) string { return s.Name },
+		func(s planes.SwitchStatus) bool {
+			return (plane == "" || s.Plane == plane) && (st == "" || string(s.State) == st)
+		})
 }
 
 func (s *Server) getSwitch(c *gin.Context) {
@@ -161,7 +176,7 @@ func (s *Server) getSwitch(c *gin.Context) {
 	}
 	for _, sw := range snap.Topology.Switches {
 		if sw.Name == c.Param("name") {
-			c.JSON(http.StatusOK, sw)
+			c.JSON(http.StatusOK, planes.SwitchStatusOf(sw, s.deps.Health))
 			return
 		}
 	}
@@ -205,7 +220,7 @@ func (s *Server) listLinks(c *gin.Context) {
 	}
 	links := make([]planes.LinkStatus, len(snap.Links))
 	for i, l := range snap.Links {
-		links[i] = planes.LinkStatus{Link: l, State: s.deps.Health.LinkState(l.Name)}
+		links[i] = planes.LinkStatusOf(l, s.deps.Health)
 	}
 	plane, sw, ep := c.Query("plane"), c.Query("switch"), c.Query("endpoint")
 	list(c, links, func(l planes.LinkStatus) string { return l.Name }, func(l planes.LinkStatus) bool {

@@ -40,6 +40,8 @@ func (s *Server) routes() {
 	viewer.GET("/endpoints", s.listEndpoints)
 	viewer.GET("/endpoints/:name", s.getEndpoint)
 	viewer.GET("/links", s.listLinks)
+	viewer.GET("/events", s.listEvents)
+	viewer.GET("/stream", s.stream)
 
 	admin.GET("/tokens", s.listTokens)
 	admin.POST("/tokens", s.createToken)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/planes"
 )
@@ -33,9 +35,13 @@ type Deps struct {
 	Inventory *inventory.Inventory
 	Tokens    *auth.Tokens
 	Audit     *audit.Log
-	Health    planes.Health               // nil: everything healthy
+	Health    planes.Health               // live states; nil: everything healthy
 	Ready     func(context.Context) error // readiness of the stores
-	Logger    *slog.Logger
+	Events    *events.Store               // history
+	Bus       *planes.Bus                 // live transitions for /stream
+	// OnTopology, if set, is called after a PUT changed the topology.
+	OnTopology func(*inventory.Snapshot)
+	Logger     *slog.Logger
 	// Registry serves /metrics; the API registers its HTTP metrics on it.
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
@@ -43,15 +49,22 @@ type Deps struct {
 
 // Server is the HTTP handler of the API.
 type Server struct {
-	deps    Deps
-	engine  *gin.Engine
-	metrics *httpMetrics
+	deps     Deps
+	engine   *gin.Engine
+	metrics  *httpMetrics
+	stopping chan struct{}
+	stopOnce sync.Once
 }
+
+// Shutdown ends long-lived responses (the event stream) so an HTTP server
+// shutdown does not wait for them; register it with
+// http.Server.RegisterOnShutdown.
+func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // New builds the API handler.
 func New(d Deps) *Server {
 	if d.Health == nil {
-		d.Health = planes.StaticHealth{}
+		d.Health = planes.NewEngine(planes.DefaultHealthConfig(), nil, nil, nil)
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -63,7 +76,7 @@ func New(d Deps) *Server {
 		d.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{deps: d, engine: gin.New(), metrics: newHTTPMetrics(d.Registry)}
+	s := &Server{deps: d, engine: gin.New(), metrics: newHTTPMetrics(d.Registry), stopping: make(chan struct{})}
 	s.engine.HandleMethodNotAllowed = true
 	s.engine.ContextWithFallback = true
 	s.routes()

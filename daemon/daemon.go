@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,7 @@ import (
 	"github.com/multiplane/multiplane/api"
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/planes"
@@ -44,6 +46,7 @@ type Config struct {
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
 	Etcd            kv.Config
+	Health          planes.HealthConfig
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -51,6 +54,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen: "127.0.0.1:8080", DataDir: "./var", MaxBodyBytes: api.DefaultMaxBodyBytes,
 		ShutdownTimeout: 10 * time.Second, Etcd: kv.Config{DialTimeout: 5 * time.Second},
+		Health: planes.DefaultHealthConfig(),
 	}
 }
 
@@ -63,6 +67,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest request body the API accepts")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time to finish in-flight requests on SIGINT/SIGTERM")
 	c.Etcd.RegisterFlags(fs)
+	c.Health.RegisterFlags(fs)
 }
 
 // AdminTokenPath is where the first admin token is written.
@@ -129,13 +134,30 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		}
 	}
 
+	// Health: engine fed by telemetry, transitions on the bus, history in Postgres.
+	bus := planes.NewBus()
+	engine := planes.NewEngine(cfg.Health, planes.SystemClock{}, bus, logger.With("component", "health"))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfo(), db.Collector())
+		buildInfo(), db.Collector(), engine.Collector())
+	evStore := events.New(db.Pool())
+	fabric, err := newFabricView(ctx, inv, engine, evStore, logger)
+	if err != nil {
+		return err
+	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	closers = append(closers, func() { stopBG(); wg.Wait() })
+	evSub := bus.Subscribe(8192)
+	wg.Go(func() { events.NewWriter(evStore, logger.With("component", "events")).Run(bg, evSub) })
+	wg.Go(func() { engine.Run(bg, 50*time.Millisecond) })
+	wg.Go(func() { fabric.follow(bg, 5*time.Second) })
+
 	handler := api.New(api.Deps{
-		Inventory: inv, Tokens: tokens, Audit: audit.New(db.Pool()), Health: planes.StaticHealth{},
+		Inventory: inv, Tokens: tokens, Audit: audit.New(db.Pool()), Health: engine, Events: evStore, Bus: bus,
 		Logger: logger.With("component", "api"), Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
-		Ready: func(ctx context.Context) error { return errors.Join(db.Ready(ctx), kvs.Ready(ctx)) },
+		Ready:      func(ctx context.Context) error { return errors.Join(db.Ready(ctx), kvs.Ready(ctx)) },
+		OnTopology: fabric.apply,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -143,6 +165,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		return fmt.Errorf("fabricd: listen: %w", err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv.RegisterOnShutdown(handler.Shutdown)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("fabricd ready", "api", "http://"+ln.Addr().String()+"/api/v1", "admin_token", cfg.AdminTokenPath())

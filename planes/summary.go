@@ -1,57 +1,52 @@
 package planes
 
-// Health tells the current state of planes and links. Until telemetry
-// feeds it, StaticHealth reports everything healthy.
+// Health tells the live state of planes, switches and links; the Engine
+// implements it. ok is false for a name it does not know.
 type Health interface {
-	PlaneState(plane string) PlaneState
-	LinkState(link string) LinkState
+	PlaneHealth(plane string) (h PlaneHealth, ok bool)
+	SwitchHealth(sw string) (h SwitchHealth, ok bool)
+	LinkHealth(link string) (h LinkHealth, ok bool)
 }
 
-// StaticHealth is a Health where every plane is healthy and every link up.
-type StaticHealth struct{}
-
-// PlaneState implements Health.
-func (StaticHealth) PlaneState(string) PlaneState { return PlaneHealthy }
-
-// LinkState implements Health.
-func (StaticHealth) LinkState(string) LinkState { return LinkUp }
-
-// PlaneSummary is a plane with its state and what it holds.
+// PlaneSummary is a plane with what it holds and its live health.
 type PlaneSummary struct {
-	Name        string     `json:"name"`
-	Description string     `json:"description,omitempty"`
-	State       PlaneState `json:"state"`
-	Switches    int        `json:"switches"`
-	Endpoints   int        `json:"endpoints"`
-	Links       int        `json:"links"`
-	LinksUp     int        `json:"links_up"`
-	CapacityBps int64      `json:"capacity_bps"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Switches    int    `json:"switches"`
+	Endpoints   int    `json:"endpoints"`
+	Links       int    `json:"links"`
+	PlaneHealth
 }
 
-// LinkStatus is a link with its state.
+// SwitchStatus is a switch with its live health.
+type SwitchStatus struct {
+	Switch
+	SwitchHealth
+}
+
+// LinkStatus is a link with its live health.
 type LinkStatus struct {
 	Link
-	State LinkState `json:"state"`
+	LinkHealth
 }
 
-// PlaneSummaries summarizes every plane of t in declaration order.
+// PlaneSummaries summarizes every plane of t, in declaration order.
 func (t *Topology) PlaneSummaries(links []Link, h Health) []PlaneSummary {
 	idx := map[string]int{}
 	out := make([]PlaneSummary, len(t.Planes))
 	for i, p := range t.Planes {
 		idx[p.Name] = i
-		out[i] = PlaneSummary{Name: p.Name, Description: p.Description, State: h.PlaneState(p.Name)}
+		ph, ok := h.PlaneHealth(p.Name)
+		if !ok {
+			ph = PlaneHealth{State: PlaneHealthy, CapacityRatio: 1}
+		}
+		out[i] = PlaneSummary{Name: p.Name, Description: p.Description, PlaneHealth: ph}
 	}
 	for _, s := range t.Switches {
 		out[idx[s.Plane]].Switches++
 	}
 	for _, l := range links {
-		ps := &out[idx[l.Plane]]
-		ps.Links++
-		if h.LinkState(l.Name) == LinkUp {
-			ps.LinksUp++
-			ps.CapacityBps += l.SpeedBps
-		}
+		out[idx[l.Plane]].Links++
 	}
 	for _, e := range t.Endpoints {
 		for _, p := range e.Ports {
@@ -59,4 +54,23 @@ func (t *Topology) PlaneSummaries(links []Link, h Health) []PlaneSummary {
 		}
 	}
 	return out
+}
+
+// SwitchStatusOf returns a switch with its health (healthy and reachable
+// when h does not know it yet).
+func SwitchStatusOf(s Switch, h Health) SwitchStatus {
+	sh, ok := h.SwitchHealth(s.Name)
+	if !ok {
+		sh = SwitchHealth{State: PlaneHealthy, Reachable: true}
+	}
+	return SwitchStatus{Switch: s, SwitchHealth: sh}
+}
+
+// LinkStatusOf returns a link with its health (up when h does not know it).
+func LinkStatusOf(l Link, h Health) LinkStatus {
+	lh, ok := h.LinkHealth(l.Name)
+	if !ok {
+		lh = LinkHealth{State: LinkUp}
+	}
+	return LinkStatus{Link: l, LinkHealth: lh}
 }

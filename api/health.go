@@ -1,0 +1,122 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/multiplane/multiplane/events"
+	"github.com/multiplane/multiplane/internal/page"
+	"github.com/multiplane/multiplane/planes"
+)
+
+// listEvents pages the history oldest first; the cursor is the last id.
+func (s *Server) listEvents(c *gin.Context) {
+	req, err := page.Parse(c.Query("limit"), "")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	q := events.Query{Subject: c.Query("subject"), SubjectKind: c.Query("subject_kind"), Limit: req.Limit}
+	switch q.SubjectKind {
+	case "", planes.SubjectLink, planes.SubjectSwitch, planes.SubjectPlane:
+	default:
+		fail(c, badRequest("invalid_parameter", "subject_kind", "subject_kind must be link, switch or plane"))
+		return
+	}
+	if since := c.Query("since"); since != "" {
+		if q.Since, err = time.Parse(time.RFC3339Nano, since); err != nil {
+			fail(c, badRequest("invalid_parameter", "since", "since must be an RFC 3339 time, like 2026-12-02T14:00:00Z"))
+			return
+		}
+	}
+	if cur := c.Query("cursor"); cur != "" {
+		if q.AfterID, err = strconv.ParseInt(cur, 10, 64); err != nil || q.AfterID <= 0 {
+			fail(c, badRequest("invalid_parameter", "cursor", "cursor is not one this API returned"))
+			return
+		}
+	}
+	evs, err := s.deps.Events.List(c.Request.Context(), q)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	resp := listResponse[planes.Event]{Items: evs}
+	if resp.Items == nil {
+		resp.Items = []planes.Event{}
+	}
+	if len(evs) == req.Limit {
+		resp.NextCursor = strconv.FormatInt(evs[len(evs)-1].ID, 10)
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+// streamHeartbeat keeps idle streams (and proxies) alive.
+const streamHeartbeat = 15 * time.Second
+
+// stream sends health changes as server-sent events: first a "planes"
+// snapshot, then one "state_change" per transition; "resync" when this
+// client fell behind and missed some (reload the snapshot).
+func (s *Server) stream(c *gin.Context) {
+	if s.deps.Bus == nil {
+		fail(c, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no event stream in this server"})
+		return
+	}
+	sub := s.deps.Bus.Subscribe(1024)
+	defer sub.Close()
+	w := c.Writer
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	send := func(event string, v any) bool {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+			return false
+		}
+		w.Flush()
+		return true
+	}
+	snap, err := s.deps.Inventory.Current(c.Request.Context())
+	if err != nil || !send("planes", snap.Topology.PlaneSummaries(snap.Links, s.deps.Health)) {
+		return
+	}
+	heartbeat := time.NewTicker(streamHeartbeat)
+	defer heartbeat.Stop()
+	dropped := uint64(0)
+	for {
+		select {
+		case <-c.Request.Context().Done():
+			return
+		case <-s.stopping:
+			return
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return
+			}
+			w.Flush()
+		case e, ok := <-sub.C:
+			if !ok {
+				return
+			}
+			if d := sub.Dropped(); d != dropped {
+				dropped = d
+				if !send("resync", gin.H{"dropped": d}) {
+					return
+				}
+			}
+			if !send(e.Kind, e) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,205 @@
+// Package events keeps the fabric's history in the append-only events
+// table: the Writer copies health transitions from the in-process bus into
+// PostgreSQL in batches, and Store lists them back and recalls the last
+// state of every subject after a restart.
+//
+//	store := events.New(pool)
+//	w := events.NewWriter(store, logger)
+//	go w.Run(ctx, bus.Subscribe(4096))
+//	page, err := store.List(ctx, events.Query{Subject: "p0", Limit: 100})
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/multiplane/multiplane/planes"
+)
+
+// Store reads and appends events.
+type Store struct{ pool *pgxpool.Pool }
+
+// New returns a store over a migrated database.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Append writes events in one statement batch.
+func (s *Store) Append(ctx context.Context, evs []planes.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(evs))
+	for i, e := range evs {
+		var evidence []byte
+		if e.Evidence != nil {
+			var err error
+			if evidence, err = json.Marshal(e.Evidence); err != nil {
+				return fmt.Errorf("events: evidence of %s %s: %w", e.SubjectKind, e.Subject, err)
+			}
+		}
+		rows[i] = []any{e.At, e.SubjectKind, e.Subject, e.Kind, nullable(e.From), nullable(e.To), e.Reason, evidence}
+	}
+	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"events"},
+		[]string{"at", "subject_kind", "subject", "kind", "from_state", "to_state", "reason", "evidence"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return fmt.Errorf("events: append: %w", err)
+	}
+	return nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Query selects events; zero fields select everything.
+type Query struct {
+	Since       time.Time
+	SubjectKind string
+	Subject     string
+	AfterID     int64 // the cursor: events with a larger id
+	Limit       int
+}
+
+// List returns events in the order they happened (by id).
+func (s *Store) List(ctx context.Context, q Query) ([]planes.Event, error) {
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, at, subject_kind, subject, kind, coalesce(from_state, ''), coalesce(to_state, ''), reason, evidence
+		FROM events
+		WHERE id > $1 AND ($2::timestamptz IS NULL OR at >= $2) AND ($3 = '' OR subject_kind = $3) AND ($4 = '' OR subject = $4)
+		ORDER BY id LIMIT $5`, q.AfterID, nullTime(q.Since), q.SubjectKind, q.Subject, q.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("events: list: %w", err)
+	}
+	return collect(rows)
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// LastStates returns the latest state change of every subject.
+func (s *Store) LastStates(ctx context.Context) ([]planes.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (subject_kind, subject)
+			id, at, subject_kind, subject, kind, coalesce(from_state, ''), coalesce(to_state, ''), reason, evidence
+		FROM events WHERE kind = $1 ORDER BY subject_kind, subject, id DESC`, planes.EventStateChange)
+	if err != nil {
+		return nil, fmt.Errorf("events: last states: %w", err)
+	}
+	return collect(rows)
+}
+
+func collect(rows pgx.Rows) ([]planes.Event, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (planes.Event, error) {
+		var e planes.Event
+		var evidence []byte
+		if err := r.Scan(&e.ID, &e.At, &e.SubjectKind, &e.Subject, &e.Kind, &e.From, &e.To, &e.Reason, &evidence); err != nil {
+			return e, err
+		}
+		if len(evidence) > 0 {
+			if err := json.Unmarshal(evidence, &e.Evidence); err != nil {
+				return e, err
+			}
+		}
+		return e, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events: read: %w", err)
+	}
+	return out, nil
+}
+
+// maxPending bounds the events held while the database is unavailable.
+const maxPending = 100_000
+
+// Writer persists events from a bus subscription.
+type Writer struct {
+	store  *Store
+	logger *slog.Logger
+	// MaxBatch bounds one append; FlushEvery bounds how long an event waits.
+	MaxBatch   int
+	FlushEvery time.Duration
+}
+
+// NewWriter returns a writer with default batching.
+func NewWriter(store *Store, logger *slog.Logger) *Writer {
+	return &Writer{store: store, logger: logger, MaxBatch: 1000, FlushEvery: 100 * time.Millisecond}
+}
+
+// Run writes events from sub until ctx ends or sub closes, then flushes
+// what it holds. A failed write is retried with backoff; events are kept.
+func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
+	var pending []planes.Event
+	ticker := time.NewTicker(w.FlushEvery)
+	defer ticker.Stop()
+	backoff := time.Duration(0)
+	var retryAt time.Time
+	flush := func(c context.Context) {
+		if len(pending) == 0 || time.Now().Before(retryAt) {
+			return
+		}
+		if err := w.store.Append(c, pending); err != nil {
+			backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
+			retryAt = time.Now().Add(backoff)
+			w.logger.Warn("events not written yet; retrying", "events", len(pending), "retry_in", backoff, "err", err)
+			return
+		}
+		pending, backoff, retryAt = pending[:0], 0, time.Time{}
+	}
+	final := func() {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		retryAt = time.Time{}
+		flush(c)
+		if len(pending) > 0 {
+			w.logger.Error("events lost at shutdown", "events", len(pending))
+		}
+	}
+	for {
+		select {
+		case e, ok := <-sub.C:
+			if !ok {
+				final()
+				return
+			}
+			pending = append(pending, e)
+			if len(pending) > maxPending {
+				w.logger.Error("database unavailable too long: dropping oldest events", "dropped", len(pending)-maxPending)
+				pending = append(pending[:0], pending[len(pending)-maxPending:]...)
+			}
+			if len(pending) >= w.MaxBatch {
+				flush(ctx)
+			}
+		case <-ticker.C:
+			flush(ctx)
+		case <-ctx.Done():
+			// Take what is already queued, then flush.
+		drain:
+			for {
+				select {
+				case e, ok := <-sub.C:
+					if !ok {
+						break drain
+					}
+					pending = append(pending, e)
+				default:
+					break drain
+				}
+			}
+			final()
+			return
+		}
+	}
+}

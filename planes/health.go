@@ -1,0 +1,619 @@
+package planes
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+)
+
+// Clock tells the engine the time; tests inject a manual one.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now implements Clock.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// PlaneHealth is a plane's live health.
+type PlaneHealth struct {
+	State         PlaneState `json:"state"`
+	CapacityBps   int64      `json:"capacity_bps"`   // links up or degraded
+	TotalBps      int64      `json:"total_bps"`      // all links
+	CapacityRatio float64    `json:"capacity_ratio"` // remaining fraction
+	Utilization   float64    `json:"utilization"`    // traffic / remaining capacity
+	LossRate      float64    `json:"loss_rate"`      // discards+errors per packet
+	ECNRate       float64    `json:"ecn_rate"`       // marked per output packet
+	LinksUp       int        `json:"links_up"`       //
+	LinksDegraded int        `json:"links_degraded"` //
+	LinksDown     int        `json:"links_down"`     //
+	Drained       bool       `json:"drained"`        // an operator drain is on
+	Reason        string     `json:"reason,omitempty"`
+}
+
+// SwitchHealth is a switch's live health.
+type SwitchHealth struct {
+	State      PlaneState `json:"state"` // healthy, degraded or down
+	Reachable  bool       `json:"reachable"`
+	Synced     bool       `json:"synced"`
+	LastUpdate time.Time  `json:"last_update,omitzero"`
+	Reason     string     `json:"reason,omitempty"`
+}
+
+// LinkHealth is a link's live health.
+type LinkHealth struct {
+	State      LinkState       `json:"state"`
+	Reason     string          `json:"reason,omitempty"`
+	Oper       OperStatus      `json:"oper_status,omitempty"`
+	Suppressed bool            `json:"suppressed,omitempty"` // held down by flap damping
+	Rates      *InterfaceRates `json:"rates,omitempty"`
+	LastUpdate time.Time       `json:"last_update,omitzero"`
+}
+
+type linkKey struct{ sw, iface string }
+
+type linkHealth struct {
+	link   Link
+	sw     *switchHealth
+	plane  *planeHealth
+	state  LinkState
+	reason string
+
+	oper       OperStatus
+	operAt     time.Time // target timestamp of the last oper-status
+	upSince    time.Time // engine time oper-status became UP while down
+	rates      *InterfaceRates
+	lastUpdate time.Time
+
+	degraded    bool
+	degradeWhy  string
+	overCount   int
+	underSince  time.Time
+	penalty     float64
+	penaltyAt   time.Time
+	suppressed  bool
+	pendingFrom time.Time // sample time of the change being judged, for latency
+}
+
+type switchHealth struct {
+	name             string
+	state            PlaneState
+	reachable        bool
+	synced           bool
+	unreachableSince time.Time
+	lastUpdate       time.Time
+	reason           string
+	links            []*linkHealth
+}
+
+type planeHealth struct {
+	name    string
+	state   PlaneState
+	drained bool
+	links   []*linkHealth
+	health  PlaneHealth
+}
+
+// Engine turns telemetry into link, switch and plane states with
+// thresholds, hysteresis and flap damping. Every transition is published on
+// the bus as an Event. It implements Observer (telemetry in) and Health
+// (state out). Call Tick regularly (Run does) so hold times expire.
+type Engine struct {
+	cfg    HealthConfig
+	clock  Clock
+	bus    *Bus
+	logger *slog.Logger
+	// OnDetect, if set, is called with the time from a sample's timestamp
+	// at the switch to the plane state change it caused.
+	OnDetect func(time.Duration)
+
+	mu       sync.RWMutex
+	links    map[linkKey]*linkHealth
+	byName   map[string]*linkHealth
+	switches map[string]*switchHealth
+	planes   map[string]*planeHealth
+	pending  map[*linkHealth]struct{} // links with a timer running
+}
+
+// NewEngine returns an engine with no topology.
+func NewEngine(cfg HealthConfig, clock Clock, bus *Bus, logger *slog.Logger) *Engine {
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	if bus == nil {
+		bus = NewBus()
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{cfg: cfg, clock: clock, bus: bus, logger: logger,
+		links: map[linkKey]*linkHealth{}, byName: map[string]*linkHealth{},
+		switches: map[string]*switchHealth{}, planes: map[string]*planeHealth{}, pending: map[*linkHealth]struct{}{}}
+}
+
+// SetTopology (re)builds the model from a topology, keeping the state of
+// links, switches and planes that remain.
+func (e *Engine) SetTopology(t *Topology, links []Link) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	planes := map[string]*planeHealth{}
+	for _, p := range t.Planes {
+		ph := e.planes[p.Name]
+		if ph == nil {
+			ph = &planeHealth{name: p.Name, state: PlaneHealthy}
+		}
+		ph.links = nil
+		planes[p.Name] = ph
+	}
+	switches := map[string]*switchHealth{}
+	for _, s := range t.Switches {
+		sh := e.switches[s.Name]
+		if sh == nil {
+			sh = &switchHealth{name: s.Name, state: PlaneHealthy, reachable: true}
+		}
+		sh.links = nil
+		switches[s.Name] = sh
+	}
+	newLinks := map[linkKey]*linkHealth{}
+	byName := map[string]*linkHealth{}
+	for _, l := range links {
+		k := linkKey{l.Switch, l.Interface}
+		lh := e.links[k]
+		if lh == nil {
+			lh = &linkHealth{state: LinkUp}
+		}
+		lh.link, lh.sw, lh.plane = l, switches[l.Switch], planes[l.Plane]
+		newLinks[k], byName[l.Name] = lh, lh
+		lh.sw.links = append(lh.sw.links, lh)
+		lh.plane.links = append(lh.plane.links, lh)
+	}
+	e.links, e.byName, e.switches, e.planes = newLinks, byName, switches, planes
+	for lh := range e.pending {
+		if newLinks[linkKey{lh.link.Switch, lh.link.Interface}] != lh {
+			delete(e.pending, lh)
+		}
+	}
+	now := e.clock.Now()
+	var events []Event
+	for _, sh := range switches {
+		events = e.aggregateSwitch(sh, now, events)
+	}
+	for _, ph := range planes {
+		events = e.aggregatePlane(ph, now, "topology changed", events)
+	}
+	e.bus.Publish(events...)
+}
+
+// Restore sets states remembered from before a restart (the last event of
+// each subject), so a restart neither repeats nor loses transitions.
+func (e *Engine) Restore(last []Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range last {
+		switch ev.SubjectKind {
+		case SubjectLink:
+			if lh := e.byName[ev.Subject]; lh != nil && ValidLinkState(ev.To) {
+				lh.state, lh.reason = LinkState(ev.To), ev.Reason
+				lh.degraded = lh.state == LinkDegraded
+				if lh.state == LinkDown {
+					lh.oper = "" // needs a fresh UP to recover
+				}
+			}
+		case SubjectSwitch:
+			if sh := e.switches[ev.Subject]; sh != nil && ValidPlaneState(ev.To) {
+				sh.state, sh.reason = PlaneState(ev.To), ev.Reason
+			}
+		case SubjectPlane:
+			if ph := e.planes[ev.Subject]; ph != nil && ValidPlaneState(ev.To) {
+				ph.state = PlaneState(ev.To)
+			}
+		}
+	}
+	now := e.clock.Now()
+	for _, ph := range e.planes {
+		e.computePlane(ph, now)
+	}
+}
+
+// SetDrained marks planes an operator drains (state draining).
+func (e *Engine) SetDrained(planes map[string]bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now()
+	var events []Event
+	for name, ph := range e.planes {
+		if ph.drained != planes[name] {
+			ph.drained = planes[name]
+			events = e.aggregatePlane(ph, now, "operator drain changed", events)
+		}
+	}
+	e.bus.Publish(events...)
+}
+
+// ObserveInterfaces implements Observer.
+func (e *Engine) ObserveInterfaces(batch []InterfaceSample) {
+	e.mu.Lock()
+	now := e.clock.Now()
+	var events []Event
+	touched := map[*linkHealth]struct{}{}
+	for i := range batch {
+		s := &batch[i]
+		lh := e.links[linkKey{s.Switch, s.Interface}]
+		if lh == nil {
+			continue
+		}
+		lh.lastUpdate = now
+		lh.sw.lastUpdate = now
+		if s.Oper != "" && !s.At.Before(lh.operAt) {
+			if s.Oper == OperUp && lh.oper != OperUp {
+				lh.upSince = now
+			}
+			if s.Oper != lh.oper {
+				lh.pendingFrom = s.At
+			}
+			lh.oper, lh.operAt = s.Oper, s.At
+		}
+		if s.Rates != nil {
+			r := *s.Rates
+			lh.rates = &r
+			e.judgeRates(lh, now)
+		}
+		touched[lh] = struct{}{}
+	}
+	events = e.settle(touched, now, events)
+	e.mu.Unlock()
+	e.bus.Publish(events...)
+}
+
+// ObserveSwitch implements Observer.
+func (e *Engine) ObserveSwitch(r SwitchReachability) {
+	e.mu.Lock()
+	sh := e.switches[r.Switch]
+	if sh == nil {
+		e.mu.Unlock()
+		return
+	}
+	now := e.clock.Now()
+	var events []Event
+	if sh.reachable != r.Reachable {
+		sh.reachable = r.Reachable
+		sh.reason = r.Reason
+		if r.Reachable {
+			sh.unreachableSince = time.Time{}
+		} else {
+			sh.unreachableSince = now
+		}
+	}
+	sh.synced = r.Synced
+	touched := map[*linkHealth]struct{}{}
+	for _, lh := range sh.links {
+		touched[lh] = struct{}{}
+	}
+	events = e.settle(touched, now, events)
+	events = e.aggregateSwitch(sh, now, events)
+	e.mu.Unlock()
+	e.bus.Publish(events...)
+}
+
+// Tick lets hold times expire; Run calls it every interval.
+func (e *Engine) Tick() {
+	e.mu.Lock()
+	now := e.clock.Now()
+	touched := map[*linkHealth]struct{}{}
+	for lh := range e.pending {
+		touched[lh] = struct{}{}
+	}
+	for _, sh := range e.switches {
+		if !sh.reachable {
+			for _, lh := range sh.links {
+				touched[lh] = struct{}{}
+			}
+		}
+	}
+	events := e.settle(touched, now, nil)
+	e.mu.Unlock()
+	e.bus.Publish(events...)
+}
+
+// judgeRates updates a link's degradation with hysteresis.
+func (e *Engine) judgeRates(lh *linkHealth, now time.Time) {
+	r := lh.rates
+	over, under, why := false, true, ""
+	check := func(name string, v, limit float64) {
+		if limit <= 0 {
+			return
+		}
+		if v > limit {
+			over, why = true, fmt.Sprintf("%s %.3g over %.3g", name, v, limit)
+		}
+		if v >= limit*e.cfg.ClearFactor {
+			under = false
+		}
+	}
+	if r.InPkts+r.OutPkts >= e.cfg.MinPktsPerSec {
+		check("error ratio", ratio(r.InErrors+r.InFCSErrors, r.InPkts), e.cfg.ErrorRatio)
+		check("discard ratio", ratio(r.InDiscards+r.OutDiscards+r.QueueDrops, r.InPkts+r.OutPkts), e.cfg.DiscardRatio)
+		check("ECN ratio", ratio(r.ECNMarked, r.OutPkts), e.cfg.ECNRatio)
+	}
+	if lh.link.SpeedBps > 0 {
+		check("utilization", math.Max(r.InOctets, r.OutOctets)*8/float64(lh.link.SpeedBps), e.cfg.Utilization)
+	}
+	switch {
+	case over:
+		lh.underSince = time.Time{}
+		lh.overCount++
+		if lh.overCount >= max(e.cfg.DegradeSamples, 1) {
+			lh.degraded, lh.degradeWhy = true, why
+		}
+	case lh.degraded && under:
+		lh.overCount = 0
+		if lh.underSince.IsZero() {
+			lh.underSince = now
+		}
+	default:
+		lh.overCount = 0
+		if !under {
+			lh.underSince = time.Time{}
+		}
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// decayedPenalty is the flap penalty at now.
+func (e *Engine) decayedPenalty(lh *linkHealth, now time.Time) float64 {
+	if lh.penalty == 0 || e.cfg.FlapHalfLife <= 0 {
+		return lh.penalty
+	}
+	return lh.penalty * math.Exp2(-now.Sub(lh.penaltyAt).Seconds()/e.cfg.FlapHalfLife.Seconds())
+}
+
+// desired is the state a link should be in now, and whether a timer is
+// still running for it.
+func (e *Engine) desired(lh *linkHealth, now time.Time) (LinkState, string, bool) {
+	sw := lh.sw
+	if !sw.reachable {
+		if now.Sub(sw.unreachableSince) >= e.cfg.UnreachableHold {
+			lh.oper = "" // a fresh UP is needed once the switch is back
+			return LinkDown, "switch unreachable for " + now.Sub(sw.unreachableSince).Round(time.Second).String() + ": " + sw.reason, false
+		}
+		return lh.state, lh.reason, true // hold: judge nothing new
+	}
+	if lh.oper != "" && lh.oper != OperUp {
+		return LinkDown, "oper-status " + string(lh.oper), false
+	}
+	if lh.state == LinkDown {
+		if lh.oper != OperUp {
+			return LinkDown, lh.reason, false
+		}
+		if e.cfg.FlapDamping && lh.suppressed {
+			if e.decayedPenalty(lh, now) > e.cfg.FlapReuse {
+				return LinkDown, "flap damping: suppressed", true
+			}
+			lh.suppressed = false
+		}
+		if now.Sub(lh.upSince) < e.cfg.UpHold {
+			return LinkDown, lh.reason, true
+		}
+	}
+	if lh.degraded && !lh.underSince.IsZero() && now.Sub(lh.underSince) >= e.cfg.ClearHold {
+		lh.degraded, lh.underSince = false, time.Time{}
+	}
+	if lh.degraded {
+		return LinkDegraded, lh.degradeWhy, !lh.underSince.IsZero()
+	}
+	return LinkUp, "", false
+}
+
+// settle moves touched links to their desired state and re-aggregates
+// what changed.
+func (e *Engine) settle(touched map[*linkHealth]struct{}, now time.Time, events []Event) []Event {
+	changedSw := map[*switchHealth]struct{}{}
+	changedPl := map[*planeHealth]time.Time{}
+	for lh := range touched {
+		st, why, waiting := e.desired(lh, now)
+		if waiting {
+			e.pending[lh] = struct{}{}
+		} else {
+			delete(e.pending, lh)
+		}
+		if st == lh.state {
+			continue
+		}
+		if st == LinkDown && e.cfg.FlapDamping {
+			lh.penalty = e.decayedPenalty(lh, now) + e.cfg.FlapPenalty
+			lh.penaltyAt = now
+			if lh.penalty > e.cfg.FlapSuppress {
+				lh.suppressed = true
+			}
+		}
+		events = append(events, Event{At: now, SubjectKind: SubjectLink, Subject: lh.link.Name, Kind: EventStateChange,
+			From: string(lh.state), To: string(st), Reason: why, Evidence: linkEvidence(lh)})
+		lh.state, lh.reason = st, why
+		changedSw[lh.sw] = struct{}{}
+		if from, ok := changedPl[lh.plane]; !ok || lh.pendingFrom.Before(from) {
+			changedPl[lh.plane] = lh.pendingFrom
+		}
+	}
+	for sh := range changedSw {
+		events = e.aggregateSwitch(sh, now, events)
+	}
+	for ph, from := range changedPl {
+		before := ph.state
+		events = e.aggregatePlane(ph, now, "link states changed", events)
+		if ph.state != before && !from.IsZero() && e.OnDetect != nil {
+			e.OnDetect(time.Since(from))
+		}
+	}
+	return events
+}
+
+func linkEvidence(lh *linkHealth) map[string]any {
+	ev := map[string]any{"switch": lh.link.Switch, "interface": lh.link.Interface}
+	if lh.oper != "" {
+		ev["oper_status"] = string(lh.oper)
+	}
+	if !lh.operAt.IsZero() {
+		ev["oper_at"] = lh.operAt
+	}
+	if lh.rates != nil {
+		ev["rates"] = lh.rates
+	}
+	if lh.suppressed {
+		ev["flap_penalty"] = math.Round(lh.penalty)
+	}
+	return ev
+}
+
+func (e *Engine) aggregateSwitch(sh *switchHealth, now time.Time, events []Event) []Event {
+	st := PlaneHealthy
+	down := 0
+	for _, lh := range sh.links {
+		switch lh.state {
+		case LinkDown:
+			down++
+			st = PlaneDegraded
+		case LinkDegraded:
+			st = PlaneDegraded
+		}
+	}
+	why := ""
+	switch {
+	case len(sh.links) > 0 && down == len(sh.links):
+		st, why = PlaneDown, "all links down"
+	case !sh.reachable:
+		st, why = PlaneDegraded, "telemetry stream down: "+sh.reason
+	case st == PlaneDegraded:
+		why = "some links down or degraded"
+	}
+	if st != sh.state {
+		events = append(events, Event{At: now, SubjectKind: SubjectSwitch, Subject: sh.name, Kind: EventStateChange,
+			From: string(sh.state), To: string(st), Reason: why,
+			Evidence: map[string]any{"reachable": sh.reachable, "links": len(sh.links), "links_down": down}})
+		sh.state = st
+	}
+	return events
+}
+
+// computePlane recomputes a plane's figures and returns its state.
+func (e *Engine) computePlane(ph *planeHealth, now time.Time) (PlaneState, string) {
+	h := PlaneHealth{Drained: ph.drained}
+	var upW, totalW float64
+	var traffic, pkts, lost, outPkts, marked float64
+	for _, lh := range ph.links {
+		w := float64(lh.link.SpeedBps)
+		if w == 0 {
+			w = 1
+		}
+		totalW += w
+		h.TotalBps += lh.link.SpeedBps
+		switch lh.state {
+		case LinkUp:
+			h.LinksUp++
+		case LinkDegraded:
+			h.LinksDegraded++
+		case LinkDown:
+			h.LinksDown++
+		}
+		if lh.state != LinkDown {
+			upW += w
+			h.CapacityBps += lh.link.SpeedBps
+		}
+		if r := lh.rates; r != nil {
+			traffic += math.Max(r.InOctets, r.OutOctets) * 8
+			pkts += r.InPkts + r.OutPkts
+			lost += r.InErrors + r.InDiscards + r.OutDiscards + r.QueueDrops
+			outPkts += r.OutPkts
+			marked += r.ECNMarked
+		}
+	}
+	h.CapacityRatio = 1
+	if totalW > 0 {
+		h.CapacityRatio = upW / totalW
+	}
+	if h.CapacityBps > 0 {
+		h.Utilization = traffic / float64(h.CapacityBps)
+	}
+	h.LossRate, h.ECNRate = ratio(lost, pkts), ratio(marked, outPkts)
+	st, why := PlaneHealthy, ""
+	switch {
+	case ph.drained:
+		st, why = PlaneDraining, "operator drain"
+	case h.CapacityRatio < e.cfg.PlaneDownBelow:
+		st, why = PlaneDown, fmt.Sprintf("%.0f%% of capacity left (down below %.0f%%)", 100*h.CapacityRatio, 100*e.cfg.PlaneDownBelow)
+	case h.CapacityRatio < 1 || h.LinksDegraded > 0:
+		st, why = PlaneDegraded, fmt.Sprintf("%d links down, %d degraded; %.0f%% of capacity left", h.LinksDown, h.LinksDegraded, 100*h.CapacityRatio)
+	}
+	h.State, h.Reason = st, why
+	ph.health = h
+	return st, why
+}
+
+func (e *Engine) aggregatePlane(ph *planeHealth, now time.Time, cause string, events []Event) []Event {
+	st, why := e.computePlane(ph, now)
+	if st != ph.state {
+		events = append(events, Event{At: now, SubjectKind: SubjectPlane, Subject: ph.name, Kind: EventStateChange,
+			From: string(ph.state), To: string(st), Reason: why,
+			Evidence: map[string]any{"cause": cause, "capacity_ratio": ph.health.CapacityRatio,
+				"links_up": ph.health.LinksUp, "links_degraded": ph.health.LinksDegraded, "links_down": ph.health.LinksDown}})
+		ph.state = st
+	}
+	return events
+}
+
+// PlaneHealth implements Health.
+func (e *Engine) PlaneHealth(name string) (PlaneHealth, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	ph := e.planes[name]
+	if ph == nil {
+		return PlaneHealth{}, false
+	}
+	h := ph.health
+	h.State = ph.state
+	return h, true
+}
+
+// SwitchHealth implements Health.
+func (e *Engine) SwitchHealth(name string) (SwitchHealth, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	sh := e.switches[name]
+	if sh == nil {
+		return SwitchHealth{}, false
+	}
+	return SwitchHealth{State: sh.state, Reachable: sh.reachable, Synced: sh.synced, LastUpdate: sh.lastUpdate, Reason: sh.reason}, true
+}
+
+// LinkHealth implements Health.
+func (e *Engine) LinkHealth(name string) (LinkHealth, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	lh := e.byName[name]
+	if lh == nil {
+		return LinkHealth{}, false
+	}
+	return LinkHealth{State: lh.state, Reason: lh.reason, Oper: lh.oper, Suppressed: lh.suppressed, Rates: lh.rates, LastUpdate: lh.lastUpdate}, true
+}
+
+// Run calls Tick every interval until ctx ends.
+func (e *Engine) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.Tick()
+		}
+	}
+}
