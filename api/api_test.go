@@ -15,8 +15,10 @@ import (
 	"github.com/multiplane/multiplane/api"
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/inventory"
+	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/store/storetest"
 )
 
@@ -28,16 +30,27 @@ type fixture struct {
 	pool   *pgxpool.Pool
 	tokens *auth.Tokens
 	admin  string
+	engine *planes.Engine
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := storetest.New(t)
 	f := &fixture{t: t, pool: db.Pool(), tokens: auth.NewTokens(db.Pool())}
+	bus := planes.NewBus()
+	f.engine = planes.NewEngine(planes.DefaultHealthConfig(), nil, bus, nil)
+	evStore := events.New(db.Pool())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	sub := bus.Subscribe(1000)
+	go func() { events.NewWriter(evStore, testenv.Logger(t)).Run(ctx, sub); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 	f.srv = api.New(api.Deps{
 		Inventory: inventory.New(db.Pool()), Tokens: f.tokens, Audit: audit.New(db.Pool()),
+		Health: f.engine, Events: evStore, Bus: bus,
 		Logger: testenv.Logger(t), MaxBodyBytes: 1 << 20,
-		Ready: func(ctx context.Context) error { return db.Ready(ctx) },
+		Ready:      func(ctx context.Context) error { return db.Ready(ctx) },
+		OnTopology: func(s *inventory.Snapshot) { f.engine.SetTopology(s.Topology, s.Links) },
 	})
 	f.admin = f.mint("root", auth.RoleAdmin)
 	return f
