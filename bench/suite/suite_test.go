@@ -1,0 +1,107 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/multiplane/multiplane/bench"
+	"github.com/multiplane/multiplane/internal/testenv"
+)
+
+func fakeReport() *Report {
+	cfg := Config{Endpoint: "x", Runs: 3, Duration: time.Second}
+	_ = cfg.defaults()
+	var runs []Run
+	for _, s := range Scenarios {
+		for _, l := range cfg.Losses {
+			for _, m := range cfg.Modes {
+				for i := range 3 {
+					r := Run{Scenario: s.Name, Loss: l, Mode: m, Index: i}
+					if m == bench.ModeGBN {
+						r.Error = ErrUnavailable.Error() + ": not yet"
+					} else {
+						rt := int64(10 * i)
+						r.Result = &bench.Result{GoodputBps: s.LineRate() * (0.5 + 0.1*float64(i)), Retransmits: &rt}
+					}
+					runs = append(runs, r)
+				}
+			}
+		}
+	}
+	return &Report{Config: cfg, Machine: DescribeMachine(), Start: time.Now(), End: time.Now(), Figures: figures(&cfg, runs)}
+}
+
+func TestReportRendering(t *testing.T) {
+	rep := fakeReport()
+	f := find(rep.Figures, "R1", 0.01, bench.ModeMPTCP)
+	if f == nil || f.Goodput != 0.6*800e6 || f.Retrans != 10 {
+		t.Fatalf("median figure %+v", f)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| R1 | 4 × 200 Mbit/s, MTU 1500 | mptcp | 480.0 | 60.0% |", "## R3: plane scaling", "| mptcp | 0% | 480.0 | 240.0 | 2.00 |",
+		"gbn (every scenario)", "## Machine", "CPUs (nproc)"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	var img bytes.Buffer
+	if err := WriteChart(&img, rep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := png.Decode(&img); err != nil {
+		t.Fatalf("chart is not a PNG: %v", err)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{7}, 7}} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v", tc.in, got)
+		}
+	}
+}
+
+// TestSmokeTCP runs the suite for one short tcp run on R3-4 at 0% loss.
+func TestSmokeTCP(t *testing.T) {
+	testenv.RequireNetns(t)
+	for _, c := range []string{"tc", "nft", "ethtool", "sysctl", "go"} {
+		testenv.RequireCommand(t, c)
+	}
+	dir := t.TempDir()
+	ep := filepath.Join(dir, "endpoint")
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 3*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", ep, "github.com/multiplane/multiplane/cmd/endpoint").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	rep, err := Execute(ctx, Config{Endpoint: ep, Scenarios: []string{"R3-4"}, Modes: []bench.Mode{bench.ModeTCP, bench.ModeMPTCP},
+		Losses: []float64{0}, Runs: 1, Duration: time.Second, OutDir: dir, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []bench.Mode{bench.ModeTCP, bench.ModeMPTCP} {
+		f := find(rep.Figures, "R3-4", 0, m)
+		if f == nil || f.Goodput <= 0 {
+			t.Fatalf("%s: %+v", m, f)
+		}
+		t.Logf("%s: %.1f Mbit/s", m, f.Goodput/1e6)
+		if m == bench.ModeTCP && f.Goodput > 100e6 {
+			t.Fatalf("tcp beat one plane's rate: %.1f Mbit/s", f.Goodput/1e6)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "raw", "*.jsonl")); len(m) != 1 {
+		t.Fatalf("raw files: %v", m)
+	}
+}
