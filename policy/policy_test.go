@@ -169,7 +169,9 @@ func TestProperties(t *testing.T) {
 		// Order independence: shuffle the inputs, same documents.
 		shuffled := *topo
 		shuffled.Endpoints = append([]planes.Endpoint(nil), topo.Endpoints...)
-		rng.Shuffle(len(shuffled.Endpoints), func(i, j int) { shuffled.Endpoints[i], shuffled.Endpoints[j] = shuffled.Endpoints[j], shuffled.Endpoints[i] })
+		rng.Shuffle(len(shuffled.Endpoints), func(i, j int) {
+			shuffled.Endpoints[i], shuffled.Endpoints[j] = shuffled.Endpoints[j], shuffled.Endpoints[i]
+		})
 		for i := range shuffled.Endpoints {
 			ports := append([]planes.Port(nil), shuffled.Endpoints[i].Ports...)
 			rng.Shuffle(len(ports), func(a, b int) { ports[a], ports[b] = ports[b], ports[a] })
