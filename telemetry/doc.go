@@ -1,0 +1,36 @@
+// Package telemetry collects gNMI telemetry from the fabric's switches and
+// turns it into the signals the health engine observes (planes.Observer).
+//
+// A Collector keeps one Subscribe stream per switch of the topology (STREAM
+// mode: ON_CHANGE for oper-status, SAMPLE every Config.SampleInterval for
+// the interface counters and the QoS output-queue counters), over TLS, mTLS
+// or plaintext, with username/password metadata when the topology names
+// them (the password comes from the environment variable the topology
+// names, and is never logged).
+//
+// A stream is dead when it ends, when nothing arrives for
+// Config.SilenceTimeout (a stalled target with its TCP connection still
+// open), or when gRPC keepalive pings go unanswered; it is then reopened
+// with exponential backoff and jitter. Every change of a switch's stream
+// state (up, synced, down with a reason) is a planes.SwitchReachability.
+// The collector never makes up an oper-status: a switch whose stream is
+// down is only unreachable, and the health engine decides what that means
+// for its links.
+//
+// Counters become per-second rates from the deltas between a switch's own
+// timestamps. A uint64 wrap gives the true increase; a value lower than
+// before that is no plausible wrap (a reboot), a jump above Config.MaxRate,
+// and the first values of a new stream give no rate for that interval.
+// Updates older than the last one are ignored, unknown paths and interfaces
+// not in the topology are ignored, and values of the wrong type are counted
+// (multiplane_telemetry_errors_total{kind="type_mismatch"}) and logged once
+// per switch and path. The observer gets one batch per notification.
+//
+// Use:
+//
+//	col, err := telemetry.New(cfg, engine, logger) // cfg.RegisterFlags(fs) beforehand
+//	if err != nil { ... }
+//	if err := col.Register(prometheus.DefaultRegisterer); err != nil { ... }
+//	col.Reconcile(topology)  // again whenever the topology changes
+//	go col.Run(ctx)          // until ctx ends
+package telemetry

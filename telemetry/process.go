@@ -1,0 +1,421 @@
+package telemetry
+
+import (
+	"bytes"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	pb "github.com/openconfig/gnmi/proto/gnmi"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/multiplane/multiplane/planes"
+)
+
+// Counter indexes of an interface's rate vector, in planes.InterfaceRates order.
+const (
+	cInOctets = iota
+	cOutOctets
+	cInPkts
+	cOutPkts
+	cInErrors
+	cInDiscards
+	cOutDiscards
+	cInFCSErrors
+	numIfCounters
+)
+
+// Queue counter indexes.
+const (
+	qECNMarked = iota
+	qDropped
+	numQueueCounters
+)
+
+func ifCounter(leaf string) (int, bool) {
+	switch leaf {
+	case "in-octets":
+		return cInOctets, true
+	case "out-octets":
+		return cOutOctets, true
+	case "in-pkts":
+		return cInPkts, true
+	case "out-pkts":
+		return cOutPkts, true
+	case "in-errors":
+		return cInErrors, true
+	case "in-discards":
+		return cInDiscards, true
+	case "out-discards":
+		return cOutDiscards, true
+	case "in-fcs-errors":
+		return cInFCSErrors, true
+	}
+	return 0, false
+}
+
+// counter is one cumulative counter and the last rate computed from it.
+type counter struct {
+	v    uint64
+	ts   int64 // target timestamp of v, ns; 0 = no baseline
+	rate float64
+}
+
+// step moves the counter to v at ts. It returns the interval and whether a
+// rate came out; reset reports a discontinuity (a value lower than before
+// that is no plausible wrap, or an implausible jump), which yields no rate.
+// stale reports a timestamp not after the baseline's (ignored).
+func (c *counter) step(v uint64, ts int64, maxRate float64) (dt int64, ok, reset, stale bool) {
+	if c.ts == 0 {
+		c.v, c.ts, c.rate = v, ts, 0
+		return 0, false, false, false
+	}
+	if ts <= c.ts {
+		return 0, false, false, true
+	}
+	dt = ts - c.ts
+	delta := v - c.v // mod 2^64: a wrap gives the true increase
+	rate := float64(delta) / (float64(dt) / 1e9)
+	c.v, c.ts = v, ts
+	if rate > maxRate {
+		// Lower than before and no plausible wrap (a reboot), or an absurd jump.
+		c.rate = 0
+		return dt, false, true, false
+	}
+	c.rate = rate
+	return dt, true, false, false
+}
+
+type queueState struct {
+	name string
+	ctr  [numQueueCounters]counter
+}
+
+type ifaceState struct {
+	name    string
+	oper    planes.OperStatus
+	operTS  int64
+	ctr     [numIfCounters]counter
+	queues  []queueState
+	touched bool
+	// per notification
+	newOper  bool
+	rated    bool
+	reset    bool
+	interval int64
+}
+
+func (s *ifaceState) queue(name string) *queueState {
+	for i := range s.queues {
+		if s.queues[i].name == name {
+			return &s.queues[i]
+		}
+	}
+	s.queues = append(s.queues, queueState{name: name})
+	return &s.queues[len(s.queues)-1]
+}
+
+// procMetrics are the counters a processor bumps; nil fields are skipped.
+type procMetrics struct {
+	typeMismatch, stale, reset prometheus.Counter
+}
+
+// processor turns one switch's notifications into samples. It is used by
+// one goroutine at a time.
+type processor struct {
+	sw       string
+	maxRate  float64
+	ifaces   map[string]*ifaceState // only expected interfaces
+	last     *ifaceState
+	touched  []*ifaceState
+	batch    []planes.InterfaceSample
+	mismatch map[string]bool // (path) already logged
+	m        procMetrics
+	log      *slog.Logger
+}
+
+func newProcessor(sw string, expected []string, maxRate float64, m procMetrics, log *slog.Logger) *processor {
+	p := &processor{sw: sw, maxRate: maxRate, m: m, log: log, mismatch: map[string]bool{}}
+	p.setExpected(expected)
+	return p
+}
+
+// setExpected sets the interfaces samples are made for, keeping the state
+// of those that stay.
+func (p *processor) setExpected(names []string) {
+	old := p.ifaces
+	p.ifaces = make(map[string]*ifaceState, len(names))
+	for _, n := range names {
+		if s := old[n]; s != nil {
+			p.ifaces[n] = s
+		} else {
+			p.ifaces[n] = &ifaceState{name: n}
+		}
+	}
+	p.last = nil
+}
+
+// resetBaselines forgets every counter value (a new stream: the first
+// values it brings give no rate).
+func (p *processor) resetBaselines() {
+	for _, s := range p.ifaces {
+		s.ctr = [numIfCounters]counter{}
+		s.queues = s.queues[:0]
+		s.operTS = 0
+	}
+}
+
+func (p *processor) iface(name string) *ifaceState {
+	if p.last != nil && p.last.name == name {
+		return p.last
+	}
+	s := p.ifaces[name]
+	if s != nil {
+		p.last = s
+	}
+	return s
+}
+
+func (p *processor) touch(s *ifaceState) {
+	if !s.touched {
+		s.touched = true
+		p.touched = append(p.touched, s)
+	}
+}
+
+func elemName(e *pb.PathElem, first bool) string {
+	n := e.GetName()
+	if first {
+		if i := strings.IndexByte(n, ':'); i >= 0 { // module-qualified: openconfig-interfaces:interfaces
+			n = n[i+1:]
+		}
+	}
+	return n
+}
+
+// notification processes one notification and returns the samples it made
+// (valid until the next call) and the number of updates it held.
+func (p *processor) notification(n *pb.Notification) []planes.InterfaceSample {
+	p.batch = p.batch[:0]
+	ts := n.GetTimestamp()
+	pre := n.GetPrefix().GetElem()
+	for _, u := range n.GetUpdate() {
+		p.update(pre, u.GetPath().GetElem(), u.GetVal(), ts)
+	}
+	at := time.Unix(0, ts)
+	for _, s := range p.touched {
+		smp := planes.InterfaceSample{Switch: p.sw, Interface: s.name, At: at}
+		if s.newOper {
+			smp.Oper = s.oper
+		}
+		if s.rated && !s.reset {
+			r := &planes.InterfaceRates{
+				Interval:    time.Duration(s.interval),
+				InOctets:    s.ctr[cInOctets].rate,
+				OutOctets:   s.ctr[cOutOctets].rate,
+				InPkts:      s.ctr[cInPkts].rate,
+				OutPkts:     s.ctr[cOutPkts].rate,
+				InErrors:    s.ctr[cInErrors].rate,
+				InDiscards:  s.ctr[cInDiscards].rate,
+				OutDiscards: s.ctr[cOutDiscards].rate,
+				InFCSErrors: s.ctr[cInFCSErrors].rate,
+			}
+			for i := range s.queues {
+				r.ECNMarked += s.queues[i].ctr[qECNMarked].rate
+				r.QueueDrops += s.queues[i].ctr[qDropped].rate
+			}
+			smp.Rates = r
+		}
+		if s.reset && p.m.reset != nil {
+			p.m.reset.Inc()
+		}
+		s.touched, s.newOper, s.rated, s.reset, s.interval = false, false, false, false, 0
+		if smp.Oper != "" || smp.Rates != nil {
+			p.batch = append(p.batch, smp)
+		}
+	}
+	p.touched = p.touched[:0]
+	return p.batch
+}
+
+// update classifies one leaf by its full path (prefix + path) and applies it.
+func (p *processor) update(pre, path []*pb.PathElem, val *pb.TypedValue, ts int64) {
+	n := len(pre) + len(path)
+	if n < 4 {
+		return
+	}
+	el := func(i int) *pb.PathElem {
+		if i < len(pre) {
+			return pre[i]
+		}
+		return path[i-len(pre)]
+	}
+	switch elemName(el(0), true) {
+	case "interfaces":
+		if el(1).GetName() != "interface" || el(2).GetName() != "state" {
+			return
+		}
+		s := p.iface(el(1).GetKey()["name"])
+		if s == nil {
+			return
+		}
+		switch leaf := el(3).GetName(); {
+		case n == 4 && leaf == "oper-status":
+			oper, ok := parseOper(val)
+			if !ok {
+				p.typeMismatch(s.name, "state/oper-status", val)
+				return
+			}
+			if ts < s.operTS {
+				p.count(p.m.stale)
+				return
+			}
+			s.oper, s.operTS, s.newOper = oper, ts, true
+			p.touch(s)
+		case n == 5 && leaf == "counters":
+			leaf := el(4).GetName()
+			i, ok := ifCounter(leaf)
+			if !ok {
+				return // interface-transitions, carrier-transitions, ...: not used
+			}
+			v, ok := parseCounter(val)
+			if !ok {
+				p.typeMismatch(s.name, "state/counters/"+leaf, val)
+				return
+			}
+			p.step(s, &s.ctr[i], v, ts)
+		}
+	case "qos":
+		if n != 8 || el(1).GetName() != "interfaces" || el(2).GetName() != "interface" || el(3).GetName() != "output" ||
+			el(4).GetName() != "queues" || el(5).GetName() != "queue" || el(6).GetName() != "state" {
+			return
+		}
+		s := p.iface(el(2).GetKey()["interface-id"])
+		if s == nil {
+			return
+		}
+		var i int
+		switch el(7).GetName() {
+		case "ecn-marked-pkts":
+			i = qECNMarked
+		case "dropped-pkts":
+			i = qDropped
+		default:
+			return
+		}
+		qname := el(5).GetKey()["name"]
+		v, ok := parseCounter(val)
+		if !ok {
+			p.typeMismatch(s.name, "qos/queue["+qname+"]/state/"+el(7).GetName(), val)
+			return
+		}
+		p.step(s, &s.queue(qname).ctr[i], v, ts)
+	}
+}
+
+func (p *processor) step(s *ifaceState, c *counter, v uint64, ts int64) {
+	dt, ok, reset, stale := c.step(v, ts, p.maxRate)
+	switch {
+	case stale:
+		p.count(p.m.stale)
+		return
+	case reset:
+		s.reset = true
+	case ok:
+		s.rated = true
+		s.interval = max(s.interval, dt)
+	}
+	p.touch(s)
+}
+
+func (p *processor) count(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
+	}
+}
+
+// typeMismatch counts a value of the wrong type and logs it once per path.
+func (p *processor) typeMismatch(iface, leaf string, val *pb.TypedValue) {
+	p.count(p.m.typeMismatch)
+	key := iface + "/" + leaf
+	if p.mismatch[key] {
+		return
+	}
+	p.mismatch[key] = true
+	if p.log != nil {
+		p.log.Warn("value of unexpected type ignored", "interface", iface, "path", leaf, "type", typeString(val))
+	}
+}
+
+func typeString(v *pb.TypedValue) string {
+	switch v.GetValue().(type) {
+	case nil:
+		return "none"
+	case *pb.TypedValue_StringVal:
+		return "string_val"
+	case *pb.TypedValue_IntVal:
+		return "int_val"
+	case *pb.TypedValue_UintVal:
+		return "uint_val"
+	case *pb.TypedValue_BoolVal:
+		return "bool_val"
+	case *pb.TypedValue_DoubleVal, *pb.TypedValue_FloatVal:
+		return "float_val"
+	case *pb.TypedValue_JsonVal:
+		return "json_val"
+	case *pb.TypedValue_JsonIetfVal:
+		return "json_ietf_val"
+	}
+	return "other"
+}
+
+// parseCounter accepts a counter as uint_val, a non-negative int_val, or a
+// JSON number or decimal string (RFC 7951 encodes uint64 as a string).
+func parseCounter(v *pb.TypedValue) (uint64, bool) {
+	switch x := v.GetValue().(type) {
+	case *pb.TypedValue_UintVal:
+		return x.UintVal, true
+	case *pb.TypedValue_IntVal:
+		return uint64(x.IntVal), x.IntVal >= 0
+	case *pb.TypedValue_JsonIetfVal:
+		return parseJSONUint(x.JsonIetfVal)
+	case *pb.TypedValue_JsonVal:
+		return parseJSONUint(x.JsonVal)
+	}
+	return 0, false
+}
+
+func parseJSONUint(b []byte) (uint64, bool) {
+	b = bytes.Trim(bytes.TrimSpace(b), `"`)
+	u, err := strconv.ParseUint(string(b), 10, 64)
+	return u, err == nil
+}
+
+// parseOper accepts an OpenConfig oper-status enum as string_val or JSON
+// string, optionally module-qualified.
+func parseOper(v *pb.TypedValue) (planes.OperStatus, bool) {
+	var s string
+	switch x := v.GetValue().(type) {
+	case *pb.TypedValue_StringVal:
+		s = x.StringVal
+	case *pb.TypedValue_JsonIetfVal:
+		s = string(bytes.Trim(bytes.TrimSpace(x.JsonIetfVal), `"`))
+	case *pb.TypedValue_JsonVal:
+		s = string(bytes.Trim(bytes.TrimSpace(x.JsonVal), `"`))
+	default:
+		return "", false
+	}
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		s = s[i+1:]
+	}
+	switch s {
+	case "UP":
+		return planes.OperUp, true
+	case "DOWN":
+		return planes.OperDown, true
+	case "TESTING", "UNKNOWN", "DORMANT", "NOT_PRESENT", "LOWER_LAYER_DOWN":
+		return planes.OperStatus(s), true
+	}
+	return "", false
+}
