@@ -74,6 +74,7 @@ type SentPath struct {
 
 	ring         []sentPacket
 	base, next   protocol.PacketNumber
+	highest      protocol.PacketNumber // largest next ever (go-back-N rewinds next)
 	inFlight     protocol.ByteCount
 	largestAcked protocol.PacketNumber
 	hasAcked     bool
@@ -108,11 +109,14 @@ func (p *SentPath) ConsecutiveTimeouts() int { return int(p.backoff) }
 
 // OnSent records a packet and returns its packet number.
 func (p *SentPath) OnSent(now time.Time, ref Ref, size protocol.ByteCount) protocol.PacketNumber {
-	if int(p.next-p.base) >= len(p.ring) {
+	if int(p.highest-p.base) >= len(p.ring) || int(p.next-p.base) >= len(p.ring) {
 		p.grow()
 	}
 	pn := p.next
 	p.next++
+	if before(p.highest, p.next) {
+		p.highest = p.next
+	}
 	*p.at(pn) = sentPacket{ref: ref, sent: now, size: size, state: stateInFlight}
 	if p.inFlight == 0 {
 		p.lastProgress = now
@@ -127,7 +131,11 @@ func (p *SentPath) OnSent(now time.Time, ref Ref, size protocol.ByteCount) proto
 func (p *SentPath) grow() {
 	old := p.ring
 	p.ring = make([]sentPacket, 2*len(old))
-	for pn := p.base; pn != p.next; pn++ {
+	end := p.next
+	if before(end, p.highest) {
+		end = p.highest
+	}
+	for pn := p.base; pn != end; pn++ {
 		*p.at(pn) = old[int(pn)&(len(old)-1)]
 	}
 }
@@ -317,8 +325,13 @@ func (p *SentPath) Rewind(now time.Time, buf []Ref) []Ref {
 // OnCumulativeAck processes a go-back-N acknowledgement: every packet below
 // cum was received in order.
 func (p *SentPath) OnCumulativeAck(now time.Time, cum protocol.PacketNumber, ackDelay time.Duration, h Handler) protocol.ByteCount {
-	if before(p.next, cum) {
+	if before(p.highest, cum) {
 		return 0
+	}
+	if before(p.next, cum) {
+		// Acknowledges packets sent before a rewind and not resent yet:
+		// they arrived, so skip past them.
+		p.next = cum
 	}
 	prior := p.inFlight
 	var acked protocol.ByteCount
@@ -327,6 +340,9 @@ func (p *SentPath) OnCumulativeAck(now time.Time, cum protocol.PacketNumber, ack
 		e := p.at(p.base)
 		if e.state == stateInFlight {
 			p.inFlight -= e.size
+		}
+		if e.state == stateAcked || e.state == 0 {
+			continue
 		}
 		acked += e.size
 		p.stats.PacketsAcked++

@@ -1,0 +1,646 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/ackhandler"
+	"github.com/multiplane/multiplane/transport/internal/congestion"
+	"github.com/multiplane/multiplane/transport/internal/ioengine"
+	"github.com/multiplane/multiplane/transport/internal/pathsel"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
+)
+
+type connState int
+
+const (
+	stateHandshake connState = iota
+	stateEstablished
+	stateClosing // Close called: no new messages
+	stateDone
+)
+
+// Conn is a connection to a peer. It is safe for concurrent use: many
+// goroutines may Send and Recv at once.
+type Conn struct {
+	t        *Transport
+	cfg      *Config
+	mode     Mode
+	accepted bool
+	wg       sync.WaitGroup
+
+	id, peerID  protocol.ConnectionID
+	peerIP      netip.Addr
+	established chan struct{}
+	doneCh      chan struct{}
+	wake        chan struct{}
+
+	mu       sync.Mutex
+	state    connState
+	failErr  error
+	touched  bool // in the current poll batch's list (poll goroutine only)
+	needWake bool
+
+	peerAddrs  []netip.AddrPort
+	initAcked  []bool
+	initSent   int
+	nextInit   time.Time
+	dgram      protocol.ByteCount // datagram size of a full data packet
+	chunk      protocol.ByteCount // payload per data packet
+	lastRecv   time.Time
+	lastSend   time.Time
+	keepPlane  int
+	generation uint64
+
+	// send side
+	paths       map[protocol.PathID]*path
+	active      []*path
+	sel         *pathsel.Selector
+	sendMsgs    map[uint32]*sendMsg
+	sendQ       []*sendMsg
+	nextMsgID   uint32
+	retx        []retxItem
+	retxHead    int
+	gbnQ        []ackhandler.Ref
+	gbnHead     int
+	lastRewind  protocol.PacketNumber
+	hasRewind   bool
+	queued      protocol.ByteCount
+	spaceCh     chan struct{}
+	sentNew     protocol.ByteCount
+	peerMaxData protocol.ByteCount
+	grant       protocol.Rate
+	connPacer   *congestion.Pacer
+	curAvoid    int
+	now         time.Time
+	out         []outBatch
+
+	// receive side
+	rpaths     map[protocol.PathID]*rpath
+	ackList    []*rpath
+	nak        bool
+	inMsgs     map[uint32]*recvMsg
+	doneBelow  uint32
+	doneSet    map[uint32]struct{}
+	ready      [][]byte
+	readyHead  int
+	recvCh     chan struct{}
+	consumed   protocol.ByteCount
+	advertised protocol.ByteCount
+
+	stats connCounters
+}
+
+type path struct {
+	id      protocol.PathID
+	plane   int
+	entropy int
+	idx     int // index in Conn.active, -1 when not in the path set
+	port    *ioengine.Port
+	sent    *ackhandler.SentPath
+	rtt     *congestion.RTTStats
+	pacer   *congestion.Pacer
+	retx    uint64
+	lastECN uint64
+}
+
+type rpath struct {
+	id       protocol.PathID
+	plane    int
+	sack     ackhandler.ReceivedPath
+	inorder  ackhandler.InOrder
+	listed   bool
+	rxPkts   uint64
+	rxBytes  uint64
+	dupPkts  uint64
+	ceMarked uint64
+}
+
+type retxItem struct {
+	ref   ackhandler.Ref
+	avoid int
+}
+
+type outBatch struct {
+	port  *ioengine.Port
+	batch *ioengine.Batch
+}
+
+type sendMsg struct {
+	id     uint32
+	data   []byte
+	chunks int
+	next   int // next chunk to send for the first time
+	acked  []uint64
+	nAcked int
+	comp   *Completion
+}
+
+type recvMsg struct {
+	buf   []byte
+	total uint32
+	n     int
+	got   int
+	bits  []uint64
+}
+
+type connCounters struct {
+	msgsSent, msgsRecv                      uint64
+	bytesAcked, bytesRecv                   uint64
+	retransmits, spurious, dupPkts, garbled uint64
+	flowBlocked                             uint64
+	planeRxBytes, planeRxPkts               []uint64
+}
+
+// Completion reports the end of an asynchronous send.
+type Completion struct {
+	done chan struct{}
+	err  error
+}
+
+// Done is closed when the message was acknowledged in full or failed.
+func (c *Completion) Done() <-chan struct{} { return c.done }
+
+// Err returns nil if the peer received the whole message, the failure
+// otherwise. It is valid after Done is closed.
+func (c *Completion) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Wait blocks until the send completes or ctx ends.
+func (c *Completion) Wait(ctx context.Context) error {
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func makeRef(msg uint32, chunk int) ackhandler.Ref {
+	return ackhandler.Ref(uint64(msg)<<32 | uint64(uint32(chunk)))
+}
+
+func splitRef(r ackhandler.Ref) (uint32, int) { return uint32(r >> 32), int(uint32(r)) }
+
+func newConn(t *Transport, mode Mode, accepted bool) *Conn {
+	c := &Conn{
+		t: t, cfg: &t.cfg, mode: mode, accepted: accepted,
+		established: make(chan struct{}),
+		doneCh:      make(chan struct{}),
+		wake:        make(chan struct{}, 1),
+		recvCh:      make(chan struct{}, 1),
+		peerAddrs:   make([]netip.AddrPort, len(t.planes)),
+		initAcked:   make([]bool, len(t.planes)),
+		paths:       map[protocol.PathID]*path{},
+		sendMsgs:    map[uint32]*sendMsg{},
+		rpaths:      map[protocol.PathID]*rpath{},
+		inMsgs:      map[uint32]*recvMsg{},
+		doneSet:     map[uint32]struct{}{},
+		connPacer:   congestion.NewPacer(64 << 10),
+		curAvoid:    -1,
+	}
+	c.stats.planeRxBytes = make([]uint64, len(t.planes))
+	c.stats.planeRxPkts = make([]uint64, len(t.planes))
+	c.setDatagram(t.cfg.MaxDatagramSize)
+	c.peerMaxData = t.cfg.ReceiveWindow // until the peer says otherwise
+	c.advertised = t.cfg.ReceiveWindow
+	c.applyPathSet(t.currentPathSet())
+	return c
+}
+
+func (c *Conn) setDatagram(d protocol.ByteCount) {
+	c.dgram = d
+	c.chunk = wire.MaxDataPayload(d)
+}
+
+// applyPeerParams takes the peer's datagram size and credit from a handshake.
+func (c *Conn) applyPeerParams(h *wire.Handshake) {
+	if d := min(h.MaxDatagramSize, c.cfg.MaxDatagramSize); d != c.dgram && len(c.sendMsgs) == 0 {
+		c.setDatagram(d)
+	}
+	if h.MaxData > c.peerMaxData || c.state == stateHandshake {
+		c.peerMaxData = h.MaxData
+	}
+}
+
+func (c *Conn) start() {
+	c.wg.Add(1)
+	go c.sendLoop()
+}
+
+// ID returns the local connection id.
+func (c *Conn) ID() uint32 { return uint32(c.id) }
+
+// Mode returns the connection's reliability scheme.
+func (c *Conn) Mode() Mode { return c.mode }
+
+// RemoteAddrs returns the peer's address on each plane (zero if unknown).
+func (c *Conn) RemoteAddrs() []netip.AddrPort {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]netip.AddrPort(nil), c.peerAddrs...)
+}
+
+// Done is closed when the connection has ended (closed or failed).
+func (c *Conn) Done() <-chan struct{} { return c.doneCh }
+
+// Err returns why the connection ended, or nil while it is up.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != stateDone {
+		return nil
+	}
+	return c.failErr
+}
+
+func (c *Conn) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failErr
+}
+
+func (c *Conn) wakeSender() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) signalRecv() {
+	select {
+	case c.recvCh <- struct{}{}:
+	default:
+	}
+}
+
+// SetPathSet replaces the connection's path set atomically: the next
+// packet uses the new set. Paths that stay keep their state; data in
+// flight on removed paths is still acknowledged or, after a timeout,
+// resent on the new paths.
+func (c *Conn) SetPathSet(ps PathSet) error {
+	if err := ps.validate(len(c.t.planes)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.applyPathSet(clonePathSet(ps))
+	c.mu.Unlock()
+	c.wakeSender()
+	return nil
+}
+
+func pathIDFor(plane, entropy int) protocol.PathID { return protocol.PathID(plane<<8 | entropy) }
+
+// applyPathSet builds the active path list and a new selector; c.mu held
+// (or c not yet shared).
+func (c *Conn) applyPathSet(ps PathSet) {
+	for _, p := range c.active {
+		p.idx = -1
+	}
+	c.active = c.active[:0]
+	var specs []pathsel.Path
+	for _, pp := range ps.Planes {
+		if pp.Weight <= 0 {
+			continue
+		}
+		n := max(pp.Entropy, 1)
+		for e := 0; e < n; e++ {
+			id := pathIDFor(pp.Plane, e)
+			p := c.paths[id]
+			if p == nil {
+				p = c.newPath(id, pp.Plane, e)
+				c.paths[id] = p
+			}
+			p.idx = len(c.active)
+			c.active = append(c.active, p)
+			specs = append(specs, pathsel.Path{ID: id, Plane: pp.Plane, Entropy: e, Weight: pp.Weight / float64(n)})
+			if c.mode == ModeGBN {
+				break
+			}
+		}
+		if c.mode == ModeGBN {
+			break
+		}
+	}
+	c.sel = pathsel.New(specs, c.sel)
+	c.generation = ps.Generation
+}
+
+func (c *Conn) newPath(id protocol.PathID, plane, entropy int) *path {
+	rtt := congestion.NewRTTStats()
+	rtt.MinRTO = c.cfg.MinRTO
+	ccfg := congestion.DefaultDelayAIMDConfig(c.cfg.MaxDatagramSize)
+	ccfg.TargetQueueDelay = c.cfg.TargetQueueDelay
+	cc := congestion.NewDelayAIMD(ccfg, rtt)
+	sent := ackhandler.NewSentPath(id, rtt, cc)
+	sent.ReorderThreshold = protocol.PacketNumber(c.cfg.ReorderThreshold)
+	return &path{
+		id: id, plane: plane, entropy: entropy, idx: -1,
+		port:  c.t.entropyPort(plane, entropy),
+		sent:  sent,
+		rtt:   rtt,
+		pacer: congestion.NewPacer(16 * c.cfg.MaxDatagramSize),
+	}
+}
+
+// Send sends msg and returns when the peer has received all of it, or
+// with the error that made that impossible. msg must not be modified until
+// Send returns. Send blocks while the connection's send buffer is full.
+func (c *Conn) Send(ctx context.Context, msg []byte) error {
+	comp, err := c.SendAsync(ctx, msg)
+	if err != nil {
+		return err
+	}
+	return comp.Wait(ctx)
+}
+
+// SendAsync queues msg and returns a Completion that reports when the peer
+// has received all of it. msg is sent in place (zero copy) and must not be
+// modified until the completion is done. SendAsync blocks only while the
+// send buffer is full (backpressure) or until ctx ends.
+func (c *Conn) SendAsync(ctx context.Context, msg []byte) (*Completion, error) {
+	if protocol.ByteCount(len(msg)) > c.cfg.MaxMessageSize {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, len(msg), c.cfg.MaxMessageSize)
+	}
+	size := protocol.ByteCount(len(msg))
+	for {
+		c.mu.Lock()
+		switch c.state {
+		case stateDone:
+			err := c.failErr
+			c.mu.Unlock()
+			return nil, err
+		case stateClosing:
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if c.queued == 0 || c.queued+size <= c.cfg.SendBuffer {
+			comp := c.enqueue(msg)
+			c.mu.Unlock()
+			c.wakeSender()
+			return comp, nil
+		}
+		if c.spaceCh == nil {
+			c.spaceCh = make(chan struct{})
+		}
+		ch := c.spaceCh
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-c.doneCh:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (c *Conn) enqueue(msg []byte) *Completion {
+	chunks := int((protocol.ByteCount(len(msg)) + c.chunk - 1) / c.chunk)
+	if chunks == 0 {
+		chunks = 1
+	}
+	m := &sendMsg{
+		id: c.nextMsgID, data: msg, chunks: chunks,
+		acked: make([]uint64, (chunks+63)/64),
+		comp:  &Completion{done: make(chan struct{})},
+	}
+	c.nextMsgID++
+	c.sendMsgs[m.id] = m
+	c.sendQ = append(c.sendQ, m)
+	c.queued += protocol.ByteCount(len(msg))
+	return m.comp
+}
+
+// Recv returns the next complete message, in completion order (not
+// necessarily the order they were sent). After the connection ends it
+// still returns the messages that had fully arrived, then the error.
+func (c *Conn) Recv(ctx context.Context) ([]byte, error) {
+	for {
+		c.mu.Lock()
+		if c.readyHead < len(c.ready) {
+			msg := c.ready[c.readyHead]
+			c.ready[c.readyHead] = nil
+			c.readyHead++
+			if c.readyHead == len(c.ready) {
+				c.ready, c.readyHead = c.ready[:0], 0
+			}
+			c.consumed += protocol.ByteCount(len(msg))
+			update := c.state != stateDone && c.consumed+c.cfg.ReceiveWindow-c.advertised >= c.cfg.ReceiveWindow/4
+			var ob outBatch
+			if update {
+				ob = c.buildControlAck()
+			}
+			c.mu.Unlock()
+			c.flushOne(ob)
+			return msg, nil
+		}
+		if c.state == stateDone {
+			err := c.failErr
+			c.mu.Unlock()
+			return nil, err
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.recvCh:
+		case <-c.doneCh:
+			c.mu.Lock()
+			empty := c.readyHead >= len(c.ready)
+			err := c.failErr
+			c.mu.Unlock()
+			if empty {
+				return nil, err
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close waits (up to PeerTimeout, or until ctx-less Close's own bound)
+// for every queued message to be acknowledged, then tells the peer and
+// releases the connection. Messages that could not be delivered are
+// reported through their Send/Completion errors.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.state == stateDone {
+		c.mu.Unlock()
+		return nil
+	}
+	if c.state == stateEstablished || c.state == stateHandshake {
+		c.state = stateClosing
+	}
+	c.mu.Unlock()
+	deadline := time.NewTimer(c.cfg.PeerTimeout)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		pending := len(c.sendMsgs)
+		if c.state == stateDone {
+			c.mu.Unlock()
+			c.wg.Wait()
+			return nil
+		}
+		if pending == 0 {
+			c.mu.Unlock()
+			break
+		}
+		if c.spaceCh == nil {
+			c.spaceCh = make(chan struct{})
+		}
+		ch := c.spaceCh
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-c.doneCh:
+		case <-deadline.C:
+			c.abort(fmt.Errorf("%w: close timed out with messages unacknowledged", ErrPeerUnreachable), true)
+			c.wg.Wait()
+			return nil
+		}
+	}
+	c.abort(ErrClosed, true)
+	c.wg.Wait()
+	return nil
+}
+
+// abort ends the connection with err, optionally telling the peer.
+func (c *Conn) abort(err error, tellPeer bool) {
+	if tellPeer {
+		c.mu.Lock()
+		var obs []outBatch
+		if c.state != stateDone && c.peerID != 0 {
+			obs = c.buildClose()
+		}
+		c.mu.Unlock()
+		for _, ob := range obs {
+			c.flushOne(ob)
+		}
+	}
+	c.fail(err)
+}
+
+// fail ends the connection: pending sends complete with err, Recv returns
+// what had arrived and then err.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.state == stateDone {
+		c.mu.Unlock()
+		return
+	}
+	c.state = stateDone
+	c.failErr = err
+	for id, m := range c.sendMsgs {
+		m.comp.err = err
+		close(m.comp.done)
+		delete(c.sendMsgs, id)
+	}
+	c.sendQ = nil
+	if c.spaceCh != nil {
+		close(c.spaceCh)
+		c.spaceCh = nil
+	}
+	close(c.doneCh)
+	c.mu.Unlock()
+	c.t.unregister(c)
+	c.wakeSender()
+	c.signalRecv()
+	if !errors.Is(err, ErrClosed) {
+		c.t.cfg.Logger.Info("connection ended", "conn", c.id, "err", err)
+	}
+}
+
+func (c *Conn) onClose(cl *wire.Close) {
+	err := ErrPeerClosed
+	if cl.Code != 0 {
+		err = fmt.Errorf("%w: code %d: %s", ErrPeerClosed, cl.Code, cl.Reason)
+	}
+	c.fail(err)
+}
+
+func (c *Conn) validPlane(p int) bool { return c.peerAddrs[p].IsValid() }
+
+// anyPlane returns pref if the peer's address there is known, else another.
+func (c *Conn) anyPlane(pref int) int {
+	if pref >= 0 && pref < len(c.peerAddrs) && c.validPlane(pref) {
+		return pref
+	}
+	for i := range c.peerAddrs {
+		if c.validPlane(i) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (c *Conn) buildClose() []outBatch {
+	var obs []outBatch
+	cl := wire.Close{DstConnID: c.peerID}
+	for i := range c.peerAddrs {
+		if !c.validPlane(i) {
+			continue
+		}
+		port := c.t.planes[i].port
+		b := port.Pool().Get()
+		for k := 0; k < 2; k++ {
+			pk := b.Next()
+			pk.Buf = cl.Append(pk.Buf)
+			pk.Addr = c.peerAddrs[i]
+		}
+		obs = append(obs, outBatch{port, b})
+	}
+	return obs
+}
+
+func (c *Conn) flushOne(ob outBatch) {
+	if ob.batch == nil {
+		return
+	}
+	if err := ob.port.Send(ob.batch); err != nil && !errors.Is(err, ioengine.ErrClosed) {
+		c.t.cfg.Logger.Debug("send failed", "conn", c.id, "err", err)
+	}
+	ob.batch.Release()
+}
+
+func (c *Conn) sendHandshake(typ wire.Type, plane int) {
+	h := wire.Handshake{
+		Type: typ, Mode: c.mode, Plane: uint8(plane), Planes: uint8(len(c.t.planes)),
+		DstConnID: c.peerID, SrcConnID: c.id,
+		MaxDatagramSize: c.cfg.MaxDatagramSize, MaxData: c.advertised,
+	}
+	port := c.t.planes[plane].port
+	b := port.Pool().Get()
+	pk := b.Next()
+	pk.Buf = h.Append(pk.Buf)
+	pk.Addr = c.peerAddrs[plane]
+	if err := port.Send(b); err != nil && !errors.Is(err, ioengine.ErrClosed) {
+		c.t.cfg.Logger.Debug("handshake send failed", "plane", plane, "err", err)
+	}
+	b.Release()
+}
+
+func (c *Conn) onInitAck(now time.Time, plane int, h *wire.Handshake) {
+	if c.state == stateDone {
+		return
+	}
+	c.lastRecv = now
+	c.initAcked[plane] = true
+	if c.state == stateHandshake {
+		c.peerID = h.SrcConnID
+		c.applyPeerParams(h)
+		c.state = stateEstablished
+		close(c.established)
+	}
+	c.needWake = true
+	c.wakeSender()
+}

@@ -1,0 +1,45 @@
+// Package transport is Multiplane's endpoint transport: a reliable,
+// message-oriented, multipath transport over UDP for multi-plane Ethernet
+// fabrics, after MetaRoCE.
+//
+// A Transport is bound to one local UDP address per plane. Dial connects to
+// a peer given its per-plane addresses; Accept returns connections peers
+// dialed. A Conn carries many messages at once over many paths: a path is
+// (local plane port, remote plane port, entropy), the entropy being the UDP
+// source port that steers ECMP inside the plane. Every packet says which
+// message and offset it carries, so the receiver places data directly and
+// delivers whole messages in any order, each exactly once.
+//
+//	t, err := transport.Listen(transport.Config{Local: addrs})
+//	c, err := t.Dial(ctx, peerAddrs)
+//	err = c.Send(ctx, msg)       // returns when the peer has all of msg
+//	msg, err := c.Recv(ctx)      // on the other side
+//
+// Reliability, per path (Mode multipath, the default): per-path packet
+// numbers, ACKs with a cumulative number and a 256-bit SACK bitmap, a gap
+// declares loss and the data is resent at once, preferably on another path,
+// with a fresh packet number; per-path retransmission timeouts back off
+// exponentially; spurious resends are detected and counted. Never
+// go-back-N. Mode gbn is a RoCEv2-like baseline in the same engine: one
+// path, in-order receive, NAK and go-back-N.
+//
+// Congestion: each path has its own delay-aware AIMD window (ECN marks and
+// queueing delay are congestion; isolated losses are resent, not punished)
+// and its own pacer; the receiver grants each sender a share of its ingress
+// budget in every ACK and the sender caps itself to it. Paths that lose
+// packets or see ECN are used less for an RTT; paths with repeated timeouts
+// are retired and probed, so traffic leaves a failed plane within a few
+// RTTs without control-plane help. The agent replaces the path set at
+// runtime with SetPathSet, atomically.
+//
+// Flow control and failure: Send blocks (backpressure) while the
+// connection's unacknowledged bytes exceed Config.SendBuffer, and the
+// receiver's credit (Config.ReceiveWindow) bounds what it must buffer. A
+// connection that hears nothing from its peer for Config.PeerTimeout fails:
+// every pending Send and Recv returns an error wrapping ErrPeerUnreachable,
+// so no data is lost silently.
+//
+// I/O runs in per-plane poll loops with batched recvmmsg/sendmmsg (see
+// Config.PollMode). Stats reports per-connection and per-plane counters for
+// the bench and the agent.
+package transport

@@ -1,0 +1,219 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
+)
+
+// maxAckBlocks bounds the path blocks of one ACK so it fits a 1472-byte
+// datagram: 28 + 29×48 + 4 = 1424.
+const maxAckBlocks = 29
+
+// onData processes a DATA packet that arrived on plane; c.mu held.
+func (c *Conn) onData(now time.Time, plane int, d *wire.Data, ce bool) {
+	c.lastRecv = now
+	rp := c.rpaths[d.PathID]
+	if rp == nil {
+		rp = &rpath{id: d.PathID}
+		c.rpaths[d.PathID] = rp
+	}
+	rp.plane = plane
+	rp.rxPkts++
+	c.stats.planeRxPkts[plane]++
+	c.stats.planeRxBytes[plane] += uint64(len(d.Payload))
+	if ce {
+		rp.ceMarked++
+	}
+	if !rp.listed {
+		rp.listed = true
+		c.ackList = append(c.ackList, rp)
+	}
+	if c.mode == ModeGBN {
+		accept, nak := rp.inorder.OnPacket(d.Seq)
+		if nak {
+			c.nak = true
+		}
+		if !accept {
+			return
+		}
+	} else if !rp.sack.OnPacket(d.Seq, ce) {
+		rp.dupPkts++
+		c.stats.dupPkts++
+		return
+	}
+	c.place(d)
+}
+
+func (c *Conn) isDone(id uint32) bool {
+	if int32(id-c.doneBelow) < 0 {
+		return true
+	}
+	_, ok := c.doneSet[id]
+	return ok
+}
+
+func (c *Conn) markDone(id uint32) {
+	if id != c.doneBelow {
+		c.doneSet[id] = struct{}{}
+		return
+	}
+	c.doneBelow++
+	for {
+		if _, ok := c.doneSet[c.doneBelow]; !ok {
+			return
+		}
+		delete(c.doneSet, c.doneBelow)
+		c.doneBelow++
+	}
+}
+
+// place copies a packet's payload to its offset in its message and
+// delivers the message when it is complete.
+func (c *Conn) place(d *wire.Data) {
+	if c.isDone(d.MessageID) {
+		c.stats.dupPkts++
+		return
+	}
+	m := c.inMsgs[d.MessageID]
+	if m == nil {
+		if protocol.ByteCount(d.TotalLength) > c.cfg.MaxMessageSize {
+			c.stats.garbled++
+			return
+		}
+		n := int((protocol.ByteCount(d.TotalLength) + c.chunk - 1) / c.chunk)
+		if n == 0 {
+			n = 1
+		}
+		m = &recvMsg{buf: make([]byte, d.TotalLength), total: d.TotalLength, n: n, bits: make([]uint64, (n+63)/64)}
+		c.inMsgs[d.MessageID] = m
+	}
+	off := protocol.ByteCount(d.Offset)
+	if d.TotalLength != m.total || off%c.chunk != 0 {
+		c.stats.garbled++
+		return
+	}
+	ci := int(off / c.chunk)
+	if want := min(c.chunk, protocol.ByteCount(m.total)-off); protocol.ByteCount(len(d.Payload)) != want && m.total != 0 {
+		c.stats.garbled++
+		return
+	}
+	w, bit := ci/64, uint64(1)<<(ci%64)
+	if m.bits[w]&bit != 0 {
+		c.stats.dupPkts++
+		return
+	}
+	m.bits[w] |= bit
+	copy(m.buf[off:], d.Payload)
+	m.got++
+	if m.got == m.n {
+		delete(c.inMsgs, d.MessageID)
+		c.markDone(d.MessageID)
+		c.ready = append(c.ready, m.buf)
+		c.stats.msgsRecv++
+		c.stats.bytesRecv += uint64(m.total)
+		c.signalRecv()
+	}
+}
+
+func (c *Conn) maxData() protocol.ByteCount {
+	md := c.consumed + c.cfg.ReceiveWindow
+	c.advertised = md
+	return md
+}
+
+func (c *Conn) rateGrant() protocol.Rate {
+	b := c.cfg.IngressBudget
+	if b == 0 {
+		return 0
+	}
+	return b / protocol.Rate(max(1, c.t.activeConns()))
+}
+
+// afterBatch sends the connection's ACK for what arrived in the batch
+// and wakes its sender if ACKs opened windows.
+func (c *Conn) afterBatch(now time.Time, pl *plane) {
+	c.mu.Lock()
+	c.touched = false
+	wake := c.needWake
+	c.needWake = false
+	var obs [2]outBatch
+	nob := 0
+	for len(c.ackList) > 0 && nob < len(obs) && c.state != stateDone && c.peerID != 0 {
+		ob := c.buildAck(pl.idx)
+		if ob.batch == nil {
+			break
+		}
+		obs[nob] = ob
+		nob++
+	}
+	if nob > 0 {
+		c.lastSend = now
+	}
+	c.mu.Unlock()
+	for _, ob := range obs[:nob] {
+		c.flushOne(ob)
+	}
+	if wake {
+		c.wakeSender()
+	}
+}
+
+// buildAck builds one ACK datagram for the paths in c.ackList; c.mu held.
+func (c *Conn) buildAck(pref int) outBatch {
+	plane := c.anyPlane(pref)
+	if plane < 0 {
+		return outBatch{}
+	}
+	a := wire.Ack{DstConnID: c.peerID, MaxData: c.maxData(), RateGrant: c.rateGrant()}
+	if c.nak {
+		a.Flags = wire.FlagNAK
+		c.nak = false
+	}
+	var blocks [maxAckBlocks]wire.PathAck
+	n := 0
+	for n < maxAckBlocks && len(c.ackList) > 0 {
+		rp := c.ackList[len(c.ackList)-1]
+		c.ackList[len(c.ackList)-1] = nil
+		c.ackList = c.ackList[:len(c.ackList)-1]
+		rp.listed = false
+		if c.mode == ModeGBN {
+			blocks[n] = wire.PathAck{PathID: rp.id, Cumulative: rp.inorder.Expected, Largest: rp.inorder.Expected - 1}
+			n++
+			continue
+		}
+		if rp.sack.FillAck(rp.id, wire.SackBits/64, &blocks[n]) {
+			n++
+		}
+	}
+	a.Blocks = blocks[:n]
+	port := c.t.planes[plane].port
+	b := port.Pool().Get()
+	pk := b.Next()
+	pk.Buf = a.Append(pk.Buf)
+	pk.Addr = c.peerAddrs[plane]
+	return outBatch{port, b}
+}
+
+// buildControlAck builds an ACK without blocks carrying fresh credit.
+func (c *Conn) buildControlAck() outBatch { return c.buildKeepalive() }
+
+// buildKeepalive builds an ACK without blocks, on the planes in turn.
+func (c *Conn) buildKeepalive() outBatch {
+	if c.peerID == 0 {
+		return outBatch{}
+	}
+	c.keepPlane = (c.keepPlane + 1) % len(c.peerAddrs)
+	plane := c.anyPlane(c.keepPlane)
+	if plane < 0 {
+		return outBatch{}
+	}
+	a := wire.Ack{DstConnID: c.peerID, MaxData: c.maxData(), RateGrant: c.rateGrant()}
+	port := c.t.planes[plane].port
+	b := port.Pool().Get()
+	pk := b.Next()
+	pk.Buf = a.Append(pk.Buf)
+	pk.Addr = c.peerAddrs[plane]
+	return outBatch{port, b}
+}

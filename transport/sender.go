@@ -1,0 +1,435 @@
+package transport
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/ackhandler"
+	"github.com/multiplane/multiplane/transport/internal/ioengine"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
+)
+
+const (
+	initInterval  = 25 * time.Millisecond
+	initRetries   = 200 // per plane without an INIT_ACK, after establishment
+	maxPerRound   = 256
+	spinThreshold = 200 * time.Microsecond
+	pacingBurst   = 1500 * time.Microsecond
+)
+
+// sendLoop is the connection's sender: it builds packets under the lock,
+// writes them in per-socket batches without it, and sleeps until an ACK,
+// a new message, a pacing slot or a timer.
+func (c *Conn) sendLoop() {
+	defer c.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		if c.state == stateDone {
+			c.mu.Unlock()
+			return
+		}
+		now := c.cfg.clock.Now()
+		c.onTimers(now)
+		if c.state == stateDone {
+			c.mu.Unlock()
+			return
+		}
+		n := 0
+		if c.state != stateHandshake {
+			n = c.fill(now)
+		}
+		next := c.nextDeadline(now)
+		out := c.out
+		c.out = nil
+		if n > 0 {
+			c.lastSend = now
+		}
+		c.mu.Unlock()
+		for _, ob := range out {
+			c.flushOne(ob)
+		}
+		c.mu.Lock()
+		if c.out == nil {
+			c.out = out[:0]
+		}
+		c.mu.Unlock()
+		if n > 0 {
+			continue
+		}
+		d := time.Duration(1<<62 - 1)
+		if !next.IsZero() {
+			d = next.Sub(now)
+		}
+		if d <= 0 {
+			continue
+		}
+		if d < spinThreshold && c.cfg.PollMode != PollBlocking {
+			runtime.Gosched()
+			continue
+		}
+		timer.Reset(d)
+		select {
+		case <-c.wake:
+		case <-timer.C:
+		case <-c.doneCh:
+		}
+	}
+}
+
+// Eligible implements pathsel.Eligible: path i has window and pacing room.
+func (c *Conn) Eligible(i int) bool {
+	p := c.active[i]
+	if !c.validPlane(p.plane) || !p.sent.CanSend() {
+		return false
+	}
+	rate := p.sent.CC.PacingRate()
+	p.pacer.Burst = max(4*c.dgram, rate.BytesIn(pacingBurst))
+	return p.pacer.Budget(c.now, rate) >= c.dgram || p.sent.BytesInFlight() == 0
+}
+
+func (c *Conn) sendRate() protocol.Rate {
+	r := c.grant
+	if cap := c.cfg.EgressCap; cap > 0 && (r == 0 || cap < r) {
+		r = cap
+	}
+	return r
+}
+
+func (c *Conn) batchFor(port *ioengine.Port) *ioengine.Batch {
+	for i := range c.out {
+		if c.out[i].port == port {
+			return c.out[i].batch
+		}
+	}
+	b := port.Pool().Get()
+	c.out = append(c.out, outBatch{port, b})
+	return b
+}
+
+// fill builds up to one round of data packets; c.mu held.
+func (c *Conn) fill(now time.Time) int {
+	c.now = now
+	rate := c.sendRate()
+	if rate > 0 {
+		c.connPacer.Burst = max(8*c.dgram, rate.BytesIn(pacingBurst))
+	}
+	n := 0
+	for n < maxPerRound {
+		var ref ackhandler.Ref
+		avoid := -1
+		src := 0 // 1 gbn queue, 2 retransmission, 3 new data
+		switch {
+		case c.mode == ModeGBN && c.gbnHead < len(c.gbnQ):
+			ref, src = c.gbnQ[c.gbnHead], 1
+			if !c.needsResend(ref) {
+				c.gbnHead++
+				if c.gbnHead == len(c.gbnQ) {
+					c.gbnQ, c.gbnHead = c.gbnQ[:0], 0
+				}
+				continue
+			}
+		case c.retxHead < len(c.retx):
+			it := c.retx[c.retxHead]
+			if !c.needsResend(it.ref) {
+				c.popRetx()
+				continue
+			}
+			ref, avoid, src = it.ref, it.avoid, 2
+		case len(c.sendQ) > 0:
+			m := c.sendQ[0]
+			if c.sentNew+c.chunkLen(m, m.next) > c.peerMaxData {
+				c.stats.flowBlocked++
+				return n
+			}
+			ref, src = makeRef(m.id, m.next), 3
+		default:
+			return n
+		}
+		if rate > 0 && c.connPacer.Budget(now, rate) < c.dgram {
+			return n
+		}
+		i := c.sel.Pick(now, c, avoid)
+		if i < 0 {
+			return n
+		}
+		p := c.active[i]
+		b := c.batchFor(p.port)
+		if b.Full() {
+			return n
+		}
+		msgID, chunk := splitRef(ref)
+		m := c.sendMsgs[msgID]
+		switch src {
+		case 1:
+			c.gbnHead++
+			if c.gbnHead == len(c.gbnQ) {
+				c.gbnQ, c.gbnHead = c.gbnQ[:0], 0
+			}
+		case 2:
+			c.popRetx()
+		case 3:
+			m.next++
+			c.sentNew += c.chunkLen(m, chunk)
+			if m.next == m.chunks {
+				c.sendQ[0] = nil
+				c.sendQ = c.sendQ[1:]
+			}
+		}
+		if m == nil { // completed meanwhile (gbn queue)
+			continue
+		}
+		c.buildData(now, p, b, m, chunk, src != 3)
+		if rate > 0 {
+			c.connPacer.OnSent(c.dgram)
+		}
+		n++
+	}
+	return n
+}
+
+func (c *Conn) chunkLen(m *sendMsg, chunk int) protocol.ByteCount {
+	off := protocol.ByteCount(chunk) * c.chunk
+	return min(c.chunk, protocol.ByteCount(len(m.data))-off)
+}
+
+func (c *Conn) needsResend(ref ackhandler.Ref) bool {
+	id, chunk := splitRef(ref)
+	m := c.sendMsgs[id]
+	return m != nil && m.acked[chunk/64]&(1<<(chunk%64)) == 0
+}
+
+func (c *Conn) popRetx() {
+	c.retxHead++
+	if c.retxHead == len(c.retx) {
+		c.retx, c.retxHead = c.retx[:0], 0
+	} else if c.retxHead > 1024 && c.retxHead > len(c.retx)/2 {
+		k := copy(c.retx, c.retx[c.retxHead:])
+		c.retx, c.retxHead = c.retx[:k], 0
+	}
+}
+
+func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, chunk int, resend bool) {
+	off := protocol.ByteCount(chunk) * c.chunk
+	end := off + c.chunkLen(m, chunk)
+	size := wire.DataOverhead + end - off
+	seq := p.sent.OnSent(now, makeRef(m.id, chunk), size)
+	d := wire.Data{
+		PathID: p.id, DstConnID: c.peerID, Seq: seq,
+		MessageID: m.id, Offset: uint32(off), TotalLength: uint32(len(m.data)),
+	}
+	if resend {
+		d.Flags = wire.FlagRetransmit
+		p.retx++
+		c.stats.retransmits++
+	}
+	pk := b.Next()
+	pk.Buf = d.AppendHeader(pk.Buf, int(end-off))
+	pk.Buf = append(pk.Buf, m.data[off:end]...)
+	pk.Buf = wire.FinishData(pk.Buf, 0)
+	pk.Addr = c.peerAddrs[p.plane]
+	p.pacer.OnSent(size)
+}
+
+// OnAcked implements ackhandler.Handler.
+func (c *Conn) OnAcked(ref ackhandler.Ref, _ protocol.ByteCount, wasLost bool) {
+	if wasLost {
+		c.stats.spurious++
+	}
+	id, chunk := splitRef(ref)
+	m := c.sendMsgs[id]
+	if m == nil {
+		return
+	}
+	w, bit := chunk/64, uint64(1)<<(chunk%64)
+	if m.acked[w]&bit != 0 {
+		return
+	}
+	m.acked[w] |= bit
+	m.nAcked++
+	c.stats.bytesAcked += uint64(c.chunkLen(m, chunk))
+	if m.nAcked == m.chunks {
+		delete(c.sendMsgs, id)
+		c.queued -= protocol.ByteCount(len(m.data))
+		c.stats.msgsSent++
+		close(m.comp.done)
+		if c.spaceCh != nil {
+			close(c.spaceCh)
+			c.spaceCh = nil
+		}
+	}
+}
+
+// OnLost implements ackhandler.Handler: queue the data for a resend,
+// avoiding the path it was lost on.
+func (c *Conn) OnLost(ref ackhandler.Ref, _ protocol.ByteCount) {
+	if c.mode == ModeGBN {
+		return // go-back-N resends through Rewind
+	}
+	if c.needsResend(ref) {
+		c.retx = append(c.retx, retxItem{ref: ref, avoid: c.curAvoid})
+	}
+}
+
+// onAck processes an ACK; c.mu held.
+func (c *Conn) onAck(now time.Time, a *wire.Ack) {
+	c.lastRecv = now
+	if a.MaxData > c.peerMaxData {
+		c.peerMaxData = a.MaxData
+	}
+	c.grant = a.RateGrant
+	c.needWake = true
+	for i := range a.Blocks {
+		blk := &a.Blocks[i]
+		p := c.paths[blk.PathID]
+		if p == nil {
+			continue
+		}
+		if c.mode == ModeGBN {
+			acked := p.sent.OnCumulativeAck(now, blk.Cumulative, a.AckDelay, c)
+			if acked > 0 && p.idx >= 0 {
+				c.sel.OnAck(p.idx)
+			}
+			if a.Flags&wire.FlagNAK != 0 && (!c.hasRewind || c.lastRewind != blk.Cumulative) {
+				c.rewind(now, p)
+			}
+			continue
+		}
+		c.curAvoid = p.idx
+		acked, lost := p.sent.OnAck(now, blk, a.AckDelay, c)
+		c.curAvoid = -1
+		if p.idx < 0 {
+			continue
+		}
+		if acked > 0 {
+			c.sel.OnAck(p.idx)
+		}
+		ecn := p.sent.Stats().ECNMarks
+		if lost > 0 || ecn != p.lastECN {
+			p.lastECN = ecn
+			c.sel.OnCongestion(p.idx, now, p.rtt.Smoothed())
+		}
+	}
+}
+
+// rewind implements go-back-N: resend everything from the first
+// unacknowledged packet, with the same packet numbers.
+func (c *Conn) rewind(now time.Time, p *path) {
+	c.lastRewind, c.hasRewind = p.sent.NextPacketNumber(), true
+	refs := p.sent.Rewind(now, nil)
+	c.lastRewind = p.sent.NextPacketNumber()
+	// Rewound packets go first, in order, before anything not yet resent.
+	rest := append([]ackhandler.Ref(nil), c.gbnQ[c.gbnHead:]...)
+	c.gbnQ = append(refs[:len(refs):len(refs)], filterRefs(rest, refs)...)
+	c.gbnHead = 0
+	c.stats.retransmits += 0
+}
+
+func filterRefs(rest, skip []ackhandler.Ref) []ackhandler.Ref {
+	if len(skip) == 0 {
+		return rest
+	}
+	in := make(map[ackhandler.Ref]bool, len(skip))
+	for _, r := range skip {
+		in[r] = true
+	}
+	out := rest[:0]
+	for _, r := range rest {
+		if !in[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// onTimers handles handshake retries, retransmission timeouts, keepalives
+// and peer failure; c.mu held.
+func (c *Conn) onTimers(now time.Time) {
+	if now.Sub(c.lastRecv) > c.cfg.PeerTimeout {
+		c.mu.Unlock()
+		c.fail(fmt.Errorf("%w: nothing heard for %v", ErrPeerUnreachable, c.cfg.PeerTimeout))
+		c.mu.Lock()
+		return
+	}
+	if !c.accepted && !now.Before(c.nextInit) {
+		missing := false
+		for i, ok := range c.initAcked {
+			if !ok && c.validPlane(i) && (c.state == stateHandshake || c.initSent < initRetries) {
+				c.sendHandshake(wire.TypeInit, i)
+				missing = true
+			}
+		}
+		if missing {
+			c.initSent++
+			c.nextInit = now.Add(initInterval)
+			if c.state != stateHandshake {
+				c.nextInit = now.Add(4 * initInterval)
+			}
+		} else {
+			c.nextInit = now.Add(time.Hour)
+		}
+	}
+	if c.state == stateHandshake {
+		return
+	}
+	for _, p := range c.paths {
+		if p.sent.BytesInFlight() == 0 {
+			continue
+		}
+		if c.mode == ModeGBN {
+			if p.sent.GBNTimedOut(now) {
+				c.rewind(now, p)
+			}
+			continue
+		}
+		c.curAvoid = p.idx
+		if p.sent.OnTimeout(now, c) > 0 && p.idx >= 0 {
+			c.sel.OnTimeout(p.idx, now)
+		}
+		c.curAvoid = -1
+	}
+	if now.Sub(c.lastSend) > c.cfg.PeerTimeout/4 {
+		if ob := c.buildKeepalive(); ob.batch != nil {
+			c.out = append(c.out, ob)
+		}
+		c.lastSend = now
+	}
+}
+
+func (c *Conn) hasDataToSend() bool {
+	return (c.mode == ModeGBN && c.gbnHead < len(c.gbnQ)) || c.retxHead < len(c.retx) ||
+		(len(c.sendQ) > 0 && c.sentNew < c.peerMaxData)
+}
+
+// nextDeadline returns when the sender must wake up without a signal.
+func (c *Conn) nextDeadline(now time.Time) time.Time {
+	next := c.lastRecv.Add(c.cfg.PeerTimeout)
+	upd := func(t time.Time) {
+		if !t.IsZero() && t.Before(next) {
+			next = t
+		}
+	}
+	upd(c.lastSend.Add(c.cfg.PeerTimeout / 4))
+	if !c.accepted {
+		upd(c.nextInit)
+	}
+	for _, p := range c.paths {
+		upd(p.sent.RTODeadline())
+	}
+	if c.state != stateHandshake && c.hasDataToSend() {
+		upd(c.sel.NextProbe())
+		c.now = now
+		for _, p := range c.active {
+			if c.validPlane(p.plane) && p.sent.CanSend() {
+				upd(now.Add(p.pacer.TimeUntil(now, p.sent.CC.PacingRate(), c.dgram)))
+			}
+		}
+		if r := c.sendRate(); r > 0 {
+			upd(now.Add(c.connPacer.TimeUntil(now, r, c.dgram)))
+		}
+	}
+	return next
+}

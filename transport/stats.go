@@ -1,0 +1,127 @@
+package transport
+
+import (
+	"time"
+)
+
+// PathStats are the counters of one path of a connection.
+type PathStats struct {
+	Plane, Entropy   int
+	Active, Retired  bool
+	PacketsSent      uint64
+	BytesSent        uint64 // datagram bytes, headers included
+	PacketsAcked     uint64
+	PacketsLost      uint64 // declared lost (gap or timeout)
+	Retransmits      uint64 // data packets sent again on this path
+	SpuriousLosses   uint64 // declared lost, then acknowledged
+	Timeouts         uint64
+	ECNMarks         uint64 // CE marks echoed by the receiver
+	SmoothedRTT      time.Duration
+	MinRTT           time.Duration
+	CongestionWindow ByteCount
+	BytesInFlight    ByteCount
+}
+
+// PlaneConnStats aggregates a connection's paths on one plane.
+type PlaneConnStats struct {
+	Plane           int
+	PacketsSent     uint64
+	BytesSent       uint64
+	PacketsReceived uint64
+	BytesReceived   uint64 // payload bytes that arrived on the plane
+	Retransmits     uint64
+	PacketsLost     uint64
+	ECNMarks        uint64
+	SmoothedRTT     time.Duration // smallest over the plane's paths
+	Retired         bool          // every path of the plane is retired
+}
+
+// ConnStats are a connection's counters.
+type ConnStats struct {
+	Mode Mode
+	// MessagesSent counts messages fully acknowledged; MessagesReceived
+	// messages delivered complete.
+	MessagesSent, MessagesReceived uint64
+	// BytesAcked is message payload acknowledged (goodput sent);
+	// BytesReceived is message payload delivered.
+	BytesAcked, BytesReceived uint64
+	PacketsSent, BytesSent    uint64
+	Retransmits               uint64
+	SpuriousRetransmits       uint64
+	PacketsLost               uint64
+	Timeouts                  uint64
+	ECNMarks                  uint64
+	DuplicatePackets          uint64
+	// SmoothedRTT is the smallest smoothed RTT over active paths.
+	SmoothedRTT time.Duration
+	// BytesQueued is message bytes not yet acknowledged.
+	BytesQueued       ByteCount
+	PathSetGeneration uint64
+	Planes            []PlaneConnStats
+	Paths             []PathStats
+}
+
+// Stats returns the connection's counters.
+func (c *Conn) Stats() ConnStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := ConnStats{
+		Mode:              c.mode,
+		MessagesSent:      c.stats.msgsSent,
+		MessagesReceived:  c.stats.msgsRecv,
+		BytesAcked:        c.stats.bytesAcked,
+		BytesReceived:     c.stats.bytesRecv,
+		Retransmits:       c.stats.retransmits,
+		DuplicatePackets:  c.stats.dupPkts,
+		BytesQueued:       c.queued,
+		Planes:            make([]PlaneConnStats, len(c.peerAddrs)),
+		PathSetGeneration: c.generation,
+	}
+	for i := range s.Planes {
+		s.Planes[i].Plane = i
+		s.Planes[i].PacketsReceived = c.stats.planeRxPkts[i]
+		s.Planes[i].BytesReceived = c.stats.planeRxBytes[i]
+		s.Planes[i].Retired = true
+	}
+	for _, p := range c.paths {
+		st := p.sent.Stats()
+		ps := PathStats{
+			Plane: p.plane, Entropy: p.entropy, Active: p.idx >= 0,
+			Retired:     p.idx >= 0 && c.sel.Retired(p.idx),
+			PacketsSent: st.PacketsSent, BytesSent: st.BytesSent, PacketsAcked: st.PacketsAcked,
+			PacketsLost: st.PacketsLost, Retransmits: p.retx, SpuriousLosses: st.SpuriousLosses,
+			Timeouts: st.Timeouts, ECNMarks: st.ECNMarks, SmoothedRTT: st.SmoothedRTT, MinRTT: st.MinRTT,
+			CongestionWindow: st.CongestionWindow, BytesInFlight: st.BytesInFly,
+		}
+		s.Paths = append(s.Paths, ps)
+		s.PacketsSent += st.PacketsSent
+		s.BytesSent += st.BytesSent
+		s.SpuriousRetransmits += st.SpuriousLosses
+		s.PacketsLost += st.PacketsLost
+		s.Timeouts += st.Timeouts
+		s.ECNMarks += st.ECNMarks
+		pl := &s.Planes[p.plane]
+		pl.PacketsSent += st.PacketsSent
+		pl.BytesSent += st.BytesSent
+		pl.Retransmits += p.retx
+		pl.PacketsLost += st.PacketsLost
+		pl.ECNMarks += st.ECNMarks
+		if ps.Active && !ps.Retired {
+			pl.Retired = false
+		}
+		if ps.Active && st.PacketsAcked > 0 {
+			if pl.SmoothedRTT == 0 || st.SmoothedRTT < pl.SmoothedRTT {
+				pl.SmoothedRTT = st.SmoothedRTT
+			}
+			if s.SmoothedRTT == 0 || st.SmoothedRTT < s.SmoothedRTT {
+				s.SmoothedRTT = st.SmoothedRTT
+			}
+		}
+	}
+	for i := range s.Planes {
+		if s.Planes[i].PacketsSent == 0 {
+			s.Planes[i].Retired = false
+		}
+	}
+	return s
+}

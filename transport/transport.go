@@ -1,0 +1,503 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/ioengine"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
+)
+
+// Transport is an endpoint bound to one UDP address per plane.
+type Transport struct {
+	cfg    Config
+	planes []*plane
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.RWMutex
+	conns   map[protocol.ConnectionID]*Conn
+	byPeer  map[peerKey]*Conn // accepted connections by the dialer's id
+	pathSet PathSet
+	closed  bool
+
+	acceptQ chan *Conn
+	garbage atomic.Uint64
+	unknown atomic.Uint64
+}
+
+type peerKey struct {
+	id protocol.ConnectionID
+	ip netip.Addr
+}
+
+// plane is one local plane: its receive socket and extra entropy sockets.
+type plane struct {
+	idx  int
+	port *ioengine.Port
+	mu   sync.Mutex
+	// entropy[e] is the socket for entropy e (entropy 0 is port).
+	entropy []*ioengine.Port
+	// scratch for the poll goroutine
+	ackBlocks []wire.PathAck
+	touched   []*Conn
+}
+
+// Listen binds a Transport to cfg.Local and starts its poll loops.
+func Listen(cfg Config) (*Transport, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{
+		cfg: cfg, ctx: ctx, cancel: cancel,
+		conns:   map[protocol.ConnectionID]*Conn{},
+		byPeer:  map[peerKey]*Conn{},
+		pathSet: clonePathSet(*cfg.PathSet),
+		acceptQ: make(chan *Conn, cfg.AcceptBacklog),
+	}
+	for i, a := range cfg.Local {
+		port, err := ioengine.Listen(a, t.ioConfig())
+		if err != nil {
+			t.closePorts()
+			cancel()
+			return nil, fmt.Errorf("transport: plane %d: %w", i, err)
+		}
+		t.planes = append(t.planes, &plane{idx: i, port: port, entropy: []*ioengine.Port{port}})
+	}
+	for _, pl := range t.planes {
+		t.wg.Add(1)
+		go t.pollLoop(pl)
+	}
+	return t, nil
+}
+
+func (t *Transport) ioConfig() ioengine.Config {
+	return ioengine.Config{
+		Mode:         t.cfg.PollMode,
+		BatchSize:    t.cfg.BatchSize,
+		BufferSize:   int(t.cfg.MaxDatagramSize),
+		SocketBuffer: t.cfg.SocketBuffer,
+		ECN:          true,
+		Logger:       t.cfg.Logger,
+	}
+}
+
+func clonePathSet(ps PathSet) PathSet {
+	ps.Planes = append([]PlanePaths(nil), ps.Planes...)
+	return ps
+}
+
+// LocalAddrs returns the bound address of each plane.
+func (t *Transport) LocalAddrs() []netip.AddrPort {
+	out := make([]netip.AddrPort, len(t.planes))
+	for i, p := range t.planes {
+		out[i] = p.port.LocalAddr()
+	}
+	return out
+}
+
+// Planes returns the number of planes.
+func (t *Transport) Planes() int { return len(t.planes) }
+
+// entropyPort returns the socket for entropy e of plane p, opening it on
+// first use (an ephemeral port on the plane's IP; send-only).
+func (t *Transport) entropyPort(p, e int) *ioengine.Port {
+	pl := t.planes[p]
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for len(pl.entropy) <= e {
+		cfg := t.ioConfig()
+		cfg.SocketBuffer = 1 << 20
+		port, err := ioengine.Listen(netip.AddrPortFrom(pl.port.LocalAddr().Addr(), 0), cfg)
+		if err != nil {
+			t.cfg.Logger.Warn("entropy socket failed; using the plane socket", "plane", p, "err", err)
+			return pl.port
+		}
+		pl.entropy = append(pl.entropy, port)
+	}
+	return pl.entropy[e]
+}
+
+func (t *Transport) pollLoop(pl *plane) {
+	defer t.wg.Done()
+	err := pl.port.Run(t.ctx, func(b *ioengine.Batch) { t.handleBatch(pl, b) })
+	if err != nil {
+		t.cfg.Logger.Error("poll loop stopped", "plane", pl.idx, "err", err)
+	}
+}
+
+// handleBatch processes one received batch on plane pl: consecutive
+// packets of a connection are handled under one lock, and each touched
+// connection sends its ACK once at the end of the batch.
+func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
+	var cur *Conn
+	now := t.cfg.clock.Now()
+	for i := range b.Pkts {
+		pk := &b.Pkts[i]
+		typ, _, err := wire.PeekType(pk.Buf)
+		if err != nil {
+			t.garbage.Add(1)
+			continue
+		}
+		switch typ {
+		case wire.TypeData:
+			d, err := wire.ParseData(pk.Buf)
+			if err != nil {
+				t.garbage.Add(1)
+				continue
+			}
+			c := t.lockConn(&cur, d.DstConnID, pl)
+			if c == nil {
+				continue
+			}
+			c.onData(now, pl.idx, &d, pk.TOS&3 == ioengine.ECNCE)
+		case wire.TypeAck:
+			a, err := wire.ParseAck(pk.Buf, pl.ackBlocks[:0])
+			if err != nil {
+				t.garbage.Add(1)
+				continue
+			}
+			pl.ackBlocks = a.Blocks[:0]
+			c := t.lockConn(&cur, a.DstConnID, pl)
+			if c == nil {
+				continue
+			}
+			c.onAck(now, &a)
+		case wire.TypeInit, wire.TypeInitAck:
+			if cur != nil {
+				cur.mu.Unlock()
+				cur = nil
+			}
+			h, err := wire.ParseHandshake(pk.Buf)
+			if err != nil {
+				t.garbage.Add(1)
+				continue
+			}
+			t.onHandshake(now, pl, &h, pk.Addr)
+		case wire.TypeClose:
+			if cur != nil {
+				cur.mu.Unlock()
+				cur = nil
+			}
+			cl, err := wire.ParseClose(pk.Buf)
+			if err != nil {
+				t.garbage.Add(1)
+				continue
+			}
+			if c := t.conn(cl.DstConnID); c != nil {
+				c.onClose(&cl)
+			}
+		default:
+			t.garbage.Add(1)
+		}
+	}
+	if cur != nil {
+		cur.mu.Unlock()
+	}
+	for _, c := range pl.touched {
+		c.afterBatch(now, pl)
+	}
+	clear(pl.touched)
+	pl.touched = pl.touched[:0]
+}
+
+// lockConn makes *cur the locked connection id (nil if unknown) and records
+// it as touched by this batch.
+func (t *Transport) lockConn(cur **Conn, id protocol.ConnectionID, pl *plane) *Conn {
+	if *cur != nil && (*cur).id == id {
+		return *cur
+	}
+	if *cur != nil {
+		(*cur).mu.Unlock()
+		*cur = nil
+	}
+	c := t.conn(id)
+	if c == nil {
+		t.unknown.Add(1)
+		return nil
+	}
+	c.mu.Lock()
+	if c.state == stateDone {
+		c.mu.Unlock()
+		return nil
+	}
+	if !c.touched {
+		c.touched = true
+		pl.touched = append(pl.touched, c)
+	}
+	*cur = c
+	return c
+}
+
+func (t *Transport) conn(id protocol.ConnectionID) *Conn {
+	t.mu.RLock()
+	c := t.conns[id]
+	t.mu.RUnlock()
+	return c
+}
+
+// register adds c under a fresh random id.
+func (t *Transport) register(c *Conn) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	for {
+		id := protocol.ConnectionID(rand.Uint32())
+		if id != 0 && t.conns[id] == nil {
+			c.id = id
+			t.conns[id] = c
+			return nil
+		}
+	}
+}
+
+func (t *Transport) unregister(c *Conn) {
+	t.mu.Lock()
+	if t.conns[c.id] == c {
+		delete(t.conns, c.id)
+	}
+	if c.accepted {
+		k := peerKey{c.peerID, c.peerIP}
+		if t.byPeer[k] == c {
+			delete(t.byPeer, k)
+		}
+	}
+	t.mu.Unlock()
+}
+
+func (t *Transport) activeConns() int {
+	t.mu.RLock()
+	n := len(t.conns)
+	t.mu.RUnlock()
+	return n
+}
+
+func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, from netip.AddrPort) {
+	if int(h.Planes) != len(t.planes) {
+		t.cfg.Logger.Warn("handshake from a peer with a different plane count", "peer", from, "planes", h.Planes, "local", len(t.planes))
+	}
+	switch h.Type {
+	case wire.TypeInitAck:
+		if c := t.conn(h.DstConnID); c != nil {
+			c.mu.Lock()
+			c.onInitAck(now, pl.idx, h)
+			c.mu.Unlock()
+		}
+	case wire.TypeInit:
+		k := peerKey{h.SrcConnID, from.Addr()}
+		t.mu.RLock()
+		c := t.byPeer[k]
+		closed := t.closed
+		t.mu.RUnlock()
+		if closed {
+			return
+		}
+		if c == nil {
+			var err error
+			c, err = t.accept(now, h, k)
+			if err != nil || c == nil {
+				return
+			}
+		}
+		c.mu.Lock()
+		if int(h.Plane) < len(c.peerAddrs) && int(h.Plane) == pl.idx {
+			c.peerAddrs[h.Plane] = from
+			c.lastRecv = now
+		}
+		c.sendHandshake(wire.TypeInitAck, pl.idx)
+		c.mu.Unlock()
+		c.wakeSender()
+	}
+}
+
+func (t *Transport) accept(now time.Time, h *wire.Handshake, k peerKey) (*Conn, error) {
+	c := newConn(t, h.Mode, true)
+	c.peerID = h.SrcConnID
+	c.peerIP = k.ip
+	c.applyPeerParams(h)
+	c.state = stateEstablished
+	c.lastRecv = now
+	if err := t.register(c); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if old := t.byPeer[k]; old != nil { // raced with another plane's INIT
+		delete(t.conns, c.id)
+		t.mu.Unlock()
+		return old, nil
+	}
+	t.byPeer[k] = c
+	t.mu.Unlock()
+	select {
+	case t.acceptQ <- c:
+	default:
+		t.cfg.Logger.Warn("accept backlog full; refusing connection", "peer", k.ip)
+		t.unregister(c)
+		return nil, nil
+	}
+	c.start()
+	return c, nil
+}
+
+// Dial connects to a peer given its address on each plane (same order as
+// Config.Local). It returns once the peer answered on at least one plane.
+func (t *Transport) Dial(ctx context.Context, peer []netip.AddrPort) (*Conn, error) {
+	if len(peer) != len(t.planes) {
+		return nil, fmt.Errorf("transport: dial: %d peer addresses for %d planes", len(peer), len(t.planes))
+	}
+	c := newConn(t, t.cfg.Mode, false)
+	copy(c.peerAddrs, peer)
+	if err := t.register(c); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.lastRecv = t.cfg.clock.Now()
+	c.mu.Unlock()
+	c.start()
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.HandshakeTimeout)
+	defer cancel()
+	select {
+	case <-c.established:
+		return c, nil
+	case <-c.doneCh:
+		return nil, c.err()
+	case <-ctx.Done():
+		err := ctx.Err()
+		if err == context.DeadlineExceeded {
+			err = fmt.Errorf("%w after %v", ErrHandshakeTimeout, t.cfg.HandshakeTimeout)
+		}
+		c.fail(err)
+		return nil, err
+	}
+}
+
+// Accept returns the next connection a peer dialed.
+func (t *Transport) Accept(ctx context.Context) (*Conn, error) {
+	select {
+	case c := <-t.acceptQ:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.ctx.Done():
+		return nil, ErrClosed
+	}
+}
+
+// SetPathSet replaces the path set of every connection, and of future
+// ones, atomically per connection.
+func (t *Transport) SetPathSet(ps PathSet) error {
+	if err := ps.validate(len(t.planes)); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.pathSet = clonePathSet(ps)
+	conns := make([]*Conn, 0, len(t.conns))
+	for _, c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		if err := c.SetPathSet(ps); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Transport) currentPathSet() PathSet {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return clonePathSet(t.pathSet)
+}
+
+// Close aborts every connection (pending operations fail with ErrClosed)
+// and closes the sockets.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	conns := make([]*Conn, 0, len(t.conns))
+	for _, c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.abort(ErrClosed, true)
+	}
+	for _, c := range conns {
+		c.wg.Wait()
+	}
+	t.cancel()
+	t.closePorts()
+	t.wg.Wait()
+	return nil
+}
+
+func (t *Transport) closePorts() {
+	for _, pl := range t.planes {
+		pl.mu.Lock()
+		for _, p := range pl.entropy {
+			p.Close()
+		}
+		pl.mu.Unlock()
+	}
+}
+
+// PlaneStats are I/O counters of one local plane.
+type PlaneStats struct {
+	Plane                         int
+	Addr                          netip.AddrPort
+	RxPackets, RxBytes, RxBatches uint64
+	TxPackets, TxBytes, TxBatches uint64
+	TxErrors                      uint64
+	// KernelDrops counts datagrams the kernel dropped for lack of socket
+	// buffer (SO_RXQ_OVFL).
+	KernelDrops uint64
+}
+
+// TransportStats are the endpoint's counters.
+type TransportStats struct {
+	Planes []PlaneStats
+	// Garbage counts datagrams that failed to parse (dropped).
+	Garbage uint64
+	// UnknownConnection counts packets for no known connection.
+	UnknownConnection uint64
+	Connections       int
+}
+
+// Stats returns the endpoint's counters.
+func (t *Transport) Stats() TransportStats {
+	s := TransportStats{Garbage: t.garbage.Load(), UnknownConnection: t.unknown.Load(), Connections: t.activeConns()}
+	for _, pl := range t.planes {
+		ps := PlaneStats{Plane: pl.idx, Addr: pl.port.LocalAddr()}
+		pl.mu.Lock()
+		for _, p := range pl.entropy {
+			st := p.Stats()
+			ps.RxPackets += st.RxPackets
+			ps.RxBytes += st.RxBytes
+			ps.RxBatches += st.RxBatches
+			ps.TxPackets += st.TxPackets
+			ps.TxBytes += st.TxBytes
+			ps.TxBatches += st.TxBatches
+			ps.TxErrors += st.TxErrors
+			ps.KernelDrops += st.KernelDrops
+		}
+		pl.mu.Unlock()
+		s.Planes = append(s.Planes, ps)
+	}
+	return s
+}

@@ -1,0 +1,151 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/multiplane/multiplane/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func loopbackAddrs(n int) []netip.AddrPort {
+	a := make([]netip.AddrPort, n)
+	for i := range a {
+		a[i] = netip.MustParseAddrPort("127.0.0.1:0")
+	}
+	return a
+}
+
+func listenT(t testing.TB, cfg Config) *Transport {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testenv.Logger(t)
+	}
+	tr, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// pair returns a dialed and an accepted connection between two transports.
+func pair(t testing.TB, ctx context.Context, a, b *Transport, peer []netip.AddrPort) (*Conn, *Conn) {
+	t.Helper()
+	type res struct {
+		c   *Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := b.Accept(ctx)
+		ch <- res{c, err}
+	}()
+	ca, err := a.Dial(ctx, peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return ca, r.c
+}
+
+// makeMsg returns a message whose first 8 bytes are its index and whose
+// last 32 bytes are a SHA-256 of the rest.
+func makeMsg(rng *rand.Rand, idx, size int) []byte {
+	size = max(size, 40)
+	m := make([]byte, size)
+	for i := 8; i < size-32; i += 8 {
+		binary.LittleEndian.PutUint64(m[i:], rng.Uint64())
+	}
+	binary.LittleEndian.PutUint64(m, uint64(idx))
+	sum := sha256.Sum256(m[:size-32])
+	copy(m[size-32:], sum[:])
+	return m
+}
+
+func checkMsg(m []byte) (int, bool) {
+	if len(m) < 40 {
+		return -1, false
+	}
+	sum := sha256.Sum256(m[:len(m)-32])
+	return int(binary.LittleEndian.Uint64(m)), bytes.Equal(sum[:], m[len(m)-32:])
+}
+
+// transfer sends n messages of about size bytes from a to b with
+// concurrency senders, and checks every one arrives exactly once and intact.
+func transfer(t testing.TB, ctx context.Context, a, b *Conn, n, size, concurrency int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, concurrency+1)
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := w; i < n; i += concurrency {
+				if err := a.Send(ctx, makeMsg(rng, i, size/2+rng.IntN(size))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	seen := make([]bool, n)
+	for got := 0; got < n; got++ {
+		m, err := b.Recv(ctx)
+		if err != nil {
+			t.Fatalf("recv after %d messages: %v", got, err)
+		}
+		idx, ok := checkMsg(m)
+		if !ok || idx < 0 || idx >= n {
+			t.Fatalf("corrupt message (index %d, %d bytes)", idx, len(m))
+		}
+		if seen[idx] {
+			t.Fatalf("message %d delivered twice", idx)
+		}
+		seen[idx] = true
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("send: %v", err)
+	}
+	return time.Since(start)
+}
+
+func TestLoopbackTransfer(t *testing.T) {
+	for _, mode := range []Mode{ModeMultipath, ModeGBN} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := testenv.Context(t)
+			a := listenT(t, Config{Local: loopbackAddrs(4), Mode: mode})
+			b := listenT(t, Config{Local: loopbackAddrs(4)})
+			ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+			if cb.Mode() != mode {
+				t.Fatalf("accepted mode %v", cb.Mode())
+			}
+			el := transfer(t, ctx, ca, cb, 200, 64<<10, 4)
+			st := ca.Stats()
+			t.Logf("%v: 200 msgs in %v; stats %+v", mode, el, st.Planes)
+			if err := ca.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cb.Recv(ctx); err == nil {
+				t.Fatal("recv after peer close succeeded")
+			}
+		})
+	}
+}
