@@ -50,8 +50,8 @@ type session struct {
 func (c *Collector) start(spec switchSpec) *session {
 	ctx, cancel := context.WithCancel(c.runCtx)
 	s := &session{c: c, spec: spec, cancel: cancel, done: make(chan struct{}),
-		log: c.log.With("switch", spec.name, "address", spec.target.Address),
-		st:  SwitchStatus{Switch: spec.name, Address: spec.target.Address, Reason: "connecting", Interfaces: len(spec.ifaces)},
+		log:      c.log.With("switch", spec.name, "address", spec.target.Address),
+		st:       SwitchStatus{Switch: spec.name, Address: spec.target.Address, Reason: "connecting", Interfaces: len(spec.ifaces)},
 		mUpdates: c.m.updates.WithLabelValues(spec.name), mReconnects: c.m.reconnects.WithLabelValues(spec.name),
 		mConnected: c.m.connected.WithLabelValues(spec.name), mSynced: c.m.synced.WithLabelValues(spec.name)}
 	ifs := spec.ifaces
