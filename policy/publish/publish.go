@@ -1,0 +1,355 @@
+// Package publish writes computed policy to etcd, from the elected leader
+// only (etcd concurrency.Election): only documents whose content changed,
+// in transactions of at most MaxTxnOps operations each guarded by the
+// leader key, then the fabric generation key last, so agents can tell a
+// complete update (docs/etcd-layout.md). Recomputation is debounced and
+// coalesced: Trigger may be called at any rate.
+//
+//	p := publish.New(cli, publish.DefaultConfig(), logger)
+//	go p.Run(ctx, compute) // campaigns, then publishes on every Trigger
+//	p.Trigger()
+package publish
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/multiplane/multiplane/policy"
+)
+
+// Config tunes publishing.
+type Config struct {
+	// Debounce is how long to wait after a trigger for more to coalesce.
+	Debounce time.Duration
+	// MaxTxnOps bounds the operations in one etcd transaction.
+	MaxTxnOps int
+	// SessionTTL is the leader lease in seconds: a dead leader is replaced
+	// after about this long.
+	SessionTTL int
+	// ID names this replica in the leader key and generation documents.
+	ID string
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{Debounce: 20 * time.Millisecond, MaxTxnOps: 64, SessionTTL: 5, ID: fmt.Sprintf("%s-%d", host, os.Getpid())}
+}
+
+var errCrashed = errors.New("publish: crashed mid-update (test failpoint)")
+
+// ErrLostLeadership is returned when a guarded write finds another leader.
+var ErrLostLeadership = errors.New("publish: no longer the leader")
+
+// Input is one computation to publish.
+type Input struct {
+	Output           policy.Output
+	TopologyRevision int64
+}
+
+// ComputeFunc computes the current policy.
+type ComputeFunc func(ctx context.Context) (Input, error)
+
+// Result describes one publication.
+type Result struct {
+	Generation uint64
+	Written    int // documents written (the generation key included)
+	Deleted    int
+	Txns       int
+	Bytes      int
+	Duration   time.Duration
+}
+
+// Publisher campaigns for leadership and publishes while leader.
+type Publisher struct {
+	cli    *clientv3.Client
+	cfg    Config
+	logger *slog.Logger
+
+	trigger  chan struct{}
+	leader   atomic.Bool
+	// crashAfterTxns, when > 0, makes publish stop dead after that many
+	// transactions, as a leader killed mid-update would (tests only).
+	crashAfterTxns int
+	mu       sync.Mutex
+	last     Result
+	onResult func(Result)
+}
+
+// New returns a publisher; Run starts it.
+func New(cli *clientv3.Client, cfg Config, logger *slog.Logger) *Publisher {
+	d := DefaultConfig()
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = d.Debounce
+	}
+	if cfg.MaxTxnOps <= 0 {
+		cfg.MaxTxnOps = d.MaxTxnOps
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = d.SessionTTL
+	}
+	if cfg.ID == "" {
+		cfg.ID = d.ID
+	}
+	return &Publisher{cli: cli, cfg: cfg, logger: logger, trigger: make(chan struct{}, 1)}
+}
+
+// OnResult sets a callback for every publication (metrics, benchmarks).
+// Call it before Run.
+func (p *Publisher) OnResult(f func(Result)) { p.onResult = f }
+
+// Trigger asks for a recomputation; calls coalesce.
+func (p *Publisher) Trigger() {
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// IsLeader reports whether this replica leads now.
+func (p *Publisher) IsLeader() bool { return p.leader.Load() }
+
+// Last is the latest publication of this replica.
+func (p *Publisher) Last() Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// Leader returns the current leader's ID ("" when there is none).
+func Leader(ctx context.Context, cli *clientv3.Client) (string, error) {
+	resp, err := cli.Get(ctx, policy.PrefixLeader, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
+// Run campaigns and, while leader, publishes on every trigger (and once on
+// winning). It returns when ctx ends; losing leadership starts a new
+// campaign.
+func (p *Publisher) Run(ctx context.Context, compute ComputeFunc) error {
+	for ctx.Err() == nil {
+		err := p.lead(ctx, compute)
+		if errors.Is(err, errCrashed) {
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
+			p.logger.Warn("leadership ended", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
+	sess, err := concurrency.NewSession(p.cli, concurrency.WithTTL(p.cfg.SessionTTL), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("publish: session: %w", err)
+	}
+	defer sess.Close()
+	el := concurrency.NewElection(sess, policy.PrefixLeader)
+	if err := el.Campaign(ctx, p.cfg.ID); err != nil {
+		return fmt.Errorf("publish: campaign: %w", err)
+	}
+	p.leader.Store(true)
+	defer p.leader.Store(false)
+	p.logger.Info("elected policy leader", "id", p.cfg.ID)
+	guard := clientv3.Compare(clientv3.CreateRevision(el.Key()), "=", el.Rev())
+
+	w := &writer{p: p, guard: guard}
+	if err := w.load(ctx); err != nil {
+		return err
+	}
+	p.Trigger() // publish once on winning
+	for {
+		select {
+		case <-ctx.Done():
+			resign, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			el.Resign(resign)
+			cancel()
+			return nil
+		case <-sess.Done():
+			return errors.New("publish: leader session expired")
+		case <-p.trigger:
+		}
+		// Coalesce what arrives during the debounce.
+		select {
+		case <-time.After(p.cfg.Debounce):
+		case <-ctx.Done():
+			continue
+		}
+		select {
+		case <-p.trigger:
+		default:
+		}
+		in, err := compute(ctx)
+		if err != nil {
+			p.logger.Error("policy computation failed; keeping the published generation", "err", err)
+			continue
+		}
+		res, err := w.publish(ctx, in)
+		if err != nil {
+			return err
+		}
+		if res.Written > 0 {
+			p.mu.Lock()
+			p.last = res
+			p.mu.Unlock()
+			if p.onResult != nil {
+				p.onResult(res)
+			}
+			p.logger.Info("policy published", "generation", res.Generation, "written", res.Written,
+				"deleted", res.Deleted, "txns", res.Txns, "bytes", res.Bytes, "took", res.Duration)
+		}
+	}
+}
+
+// writer holds what etcd has, as this leader last wrote or read it.
+type writer struct {
+	p          *Publisher
+	guard      clientv3.Cmp
+	content    map[string][]byte // key → document without its generation
+	generation uint64
+}
+
+// load reads every document this leader may write.
+func (w *writer) load(ctx context.Context) error {
+	w.content = map[string][]byte{}
+	for _, prefix := range []string{policy.PrefixEndpoints, policy.PrefixDirectory, policy.Prefix + "fabric/"} {
+		resp, err := w.p.cli.Get(ctx, prefix, clientv3.WithPrefix())
+		if err != nil {
+			return fmt.Errorf("publish: read %s: %w", prefix, err)
+		}
+		for _, kv := range resp.Kvs {
+			var g struct {
+				Generation uint64 `json:"generation"`
+			}
+			_ = json.Unmarshal(kv.Value, &g)
+			w.generation = max(w.generation, g.Generation)
+			if string(kv.Key) != policy.KeyGeneration {
+				w.content[string(kv.Key)] = stripGeneration(kv.Value)
+			}
+		}
+	}
+	return nil
+}
+
+// stripGeneration returns a document's canonical content without its
+// generation, for comparison.
+func stripGeneration(doc []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(doc, &m) != nil {
+		return doc
+	}
+	delete(m, "generation")
+	out, _ := json.Marshal(m)
+	return out
+}
+
+type op struct {
+	key string
+	doc []byte // nil: delete
+}
+
+func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
+	start := time.Now()
+	gen := w.generation + 1
+	desired := map[string]any{}
+	desired[policy.KeyPlanes] = policy.PlanesDoc{Generation: gen, Planes: in.Output.Planes}
+	for _, ep := range in.Output.Endpoints {
+		desired[policy.KeyEndpoint(ep.Endpoint)] = policy.EndpointDoc{Generation: gen, Endpoint: ep.Endpoint, PathSet: ep.PathSet, RatePolicy: ep.Rate}
+		dir := policy.DirectoryDoc{Generation: gen, Endpoint: ep.Endpoint}
+		for _, pp := range ep.PathSet.Planes {
+			dir.Ports = append(dir.Ports, policy.DirectoryPort{Plane: pp.Plane, Index: pp.Index, Address: pp.Address, Usable: ep.PathSet.Fallback == ""})
+		}
+		desired[policy.KeyDirectory(ep.Endpoint)] = dir
+	}
+	var ops []op
+	newContent := map[string][]byte{}
+	for key, d := range desired {
+		doc, err := json.Marshal(d)
+		if err != nil {
+			return Result{}, fmt.Errorf("publish: encode %s: %w", key, err)
+		}
+		c := stripGeneration(doc)
+		newContent[key] = c
+		if !bytes.Equal(w.content[key], c) {
+			ops = append(ops, op{key: key, doc: doc})
+		}
+	}
+	for key := range w.content {
+		if _, ok := desired[key]; !ok {
+			ops = append(ops, op{key: key})
+		}
+	}
+	if len(ops) == 0 {
+		return Result{Generation: w.generation}, nil
+	}
+	slices.SortFunc(ops, func(a, b op) int { return strings.Compare(a.key, b.key) })
+	res := Result{Generation: gen}
+	for i := 0; i < len(ops); i += w.p.cfg.MaxTxnOps {
+		batch := ops[i:min(i+w.p.cfg.MaxTxnOps, len(ops))]
+		thens := make([]clientv3.Op, len(batch))
+		for j, o := range batch {
+			if o.doc == nil {
+				thens[j] = clientv3.OpDelete(o.key)
+				res.Deleted++
+			} else {
+				thens[j] = clientv3.OpPut(o.key, string(o.doc))
+				res.Written++
+				res.Bytes += len(o.key) + len(o.doc)
+			}
+		}
+		if err := w.txn(ctx, thens); err != nil {
+			w.content = nil
+			return res, err
+		}
+		res.Txns++
+		if w.p.crashAfterTxns > 0 && res.Txns >= w.p.crashAfterTxns {
+			return res, errCrashed
+		}
+	}
+	genDoc, _ := json.Marshal(policy.GenerationDoc{Generation: gen, ComputedAt: time.Now().UTC(),
+		TopologyRevision: in.TopologyRevision, Leader: w.p.cfg.ID})
+	if err := w.txn(ctx, []clientv3.Op{clientv3.OpPut(policy.KeyGeneration, string(genDoc))}); err != nil {
+		w.content = nil
+		return res, err
+	}
+	res.Txns++
+	res.Written++
+	res.Bytes += len(policy.KeyGeneration) + len(genDoc)
+	w.content, w.generation = newContent, gen
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func (w *writer) txn(ctx context.Context, ops []clientv3.Op) error {
+	resp, err := w.p.cli.Txn(ctx).If(w.guard).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("publish: write: %w", err)
+	}
+	if !resp.Succeeded {
+		return ErrLostLeadership
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package publish_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/kv/kvtest"
+	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/policy/publish"
+)
+
+// output builds a policy output for n endpoints; weight skews h000.
+func output(n int, skew bool) policy.Output {
+	var out policy.Output
+	out.Planes = []policy.PlaneStatus{{Name: "p0", Index: 0, State: "healthy", CapacityRatio: 1}, {Name: "p1", Index: 1, State: "healthy", CapacityRatio: 1}}
+	for i := 0; i < n; i++ {
+		w := 0.5
+		if skew && i == 0 {
+			w = 1
+		}
+		ps := policy.PathSet{Planes: []policy.PlanePath{{Plane: "p0", Index: 0, Address: fmt.Sprintf("10.0.0.%d", i+1), Weight: w, Entropy: 4}}}
+		if w < 1 {
+			ps.Planes = append(ps.Planes, policy.PlanePath{Plane: "p1", Index: 1, Address: fmt.Sprintf("10.0.1.%d", i+1), Weight: 0.5, Entropy: 4})
+		}
+		out.Endpoints = append(out.Endpoints, policy.EndpointPolicy{Endpoint: fmt.Sprintf("h%03d", i), PathSet: ps, Rate: policy.RatePolicy{Class: "default"}})
+	}
+	return out
+}
+
+type source struct{ out atomic.Pointer[policy.Output] }
+
+func (s *source) set(o policy.Output) { s.out.Store(&o) }
+func (s *source) compute(context.Context) (publish.Input, error) {
+	return publish.Input{Output: *s.out.Load(), TopologyRevision: 1}, nil
+}
+
+func start(t *testing.T, cli *clientv3.Client, id string, src *source, results chan publish.Result) (*publish.Publisher, context.CancelFunc) {
+	cfg := publish.DefaultConfig()
+	cfg.ID, cfg.MaxTxnOps, cfg.SessionTTL = id, 16, 2
+	p := publish.New(cli, cfg, testenv.Logger(t).With("replica", id))
+	p.OnResult(func(r publish.Result) { results <- r })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx, src.compute); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p, func() { cancel(); <-done }
+}
+
+func waitResult(t *testing.T, ch chan publish.Result) publish.Result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal("no publication within 20s")
+	}
+	return publish.Result{}
+}
+
+func generationOf(t *testing.T, cli *clientv3.Client, key string) (uint64, int64) {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), key)
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	var g struct{ Generation uint64 }
+	json.Unmarshal(resp.Kvs[0].Value, &g)
+	return g.Generation, resp.Kvs[0].ModRevision
+}
+
+func TestPublishesChangedDocumentsThenGeneration(t *testing.T) {
+	cli := kvtest.New(t).Client
+	src := &source{}
+	src.set(output(100, false))
+	results := make(chan publish.Result, 10)
+	p, _ := start(t, cli, "a", src, results)
+
+	r := waitResult(t, results)
+	// 100 endpoints + 100 directory entries + planes + generation key.
+	if r.Generation != 1 || r.Written != 202 || r.Txns != 14 {
+		t.Fatalf("first publication = %+v", r)
+	}
+	gen, genRev := generationOf(t, cli, policy.KeyGeneration)
+	docs, _ := cli.Get(context.Background(), policy.PrefixEndpoints, clientv3.WithPrefix())
+	for _, kv := range docs.Kvs {
+		if kv.ModRevision >= genRev {
+			t.Fatalf("%s written after the generation key", kv.Key)
+		}
+	}
+	if gen != 1 || !p.IsLeader() {
+		t.Fatalf("generation %d leader %v", gen, p.IsLeader())
+	}
+
+	// Nothing changed: nothing written.
+	p.Trigger()
+	src.set(output(100, true)) // one endpoint changes
+	p.Trigger()
+	r = waitResult(t, results)
+	// h000's document and directory entry, then the generation key.
+	if r.Generation != 2 || r.Written != 3 {
+		t.Fatalf("second publication = %+v", r)
+	}
+	if g, _ := generationOf(t, cli, policy.KeyEndpoint("h001")); g != 1 {
+		t.Fatalf("unchanged h001 rewritten at generation %d", g)
+	}
+	if g, _ := generationOf(t, cli, policy.KeyEndpoint("h000")); g != 2 {
+		t.Fatalf("h000 at generation %d, want 2", g)
+	}
+
+	src.set(output(90, true)) // ten endpoints leave
+	p.Trigger()
+	if r = waitResult(t, results); r.Deleted != 20 {
+		t.Fatalf("third publication = %+v", r)
+	}
+}
+
+func TestOneLeaderAndTakeover(t *testing.T) {
+	store := kvtest.New(t)
+	cliA, err := clientv3.New(clientv3.Config{Endpoints: store.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliB := store.Client
+	src := &source{}
+	src.set(output(10, false))
+	resA, resB := make(chan publish.Result, 10), make(chan publish.Result, 10)
+	a, _ := start(t, cliA, "a", src, resA)
+	waitResult(t, resA)
+	b, _ := start(t, cliB, "b", src, resB)
+
+	src.set(output(10, true))
+	a.Trigger()
+	b.Trigger()
+	waitResult(t, resA)
+	if b.IsLeader() {
+		t.Fatal("two leaders")
+	}
+	select {
+	case r := <-resB:
+		t.Fatalf("follower published %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// The leader dies without resigning: its lease must expire first.
+	died := time.Now()
+	cliA.Close()
+	src.set(output(12, true))
+	b.Trigger()
+	r := waitResult(t, resB)
+	took := time.Since(died)
+	t.Logf("takeover after the leader died: %v (session TTL 2s)", took)
+	if took > 2*time.Second+3*time.Second {
+		t.Fatalf("takeover took %v", took)
+	}
+	if leader, _ := publish.Leader(context.Background(), cliB); leader != "b" || r.Generation != 3 {
+		t.Fatalf("leader %q generation %d", leader, r.Generation)
+	}
+}
+
+// A leader killed between transactions leaves documents of a generation the
+// generation key does not announce; the next leader completes a later one.
+func TestCrashMidUpdateIsCompletedByNextLeader(t *testing.T) {
+	store := kvtest.New(t)
+	src := &source{}
+	src.set(output(50, false))
+	res := make(chan publish.Result, 10)
+	a, stopA := start(t, store.Client, "a", src, res)
+	waitResult(t, res)
+
+	next := output(50, true)
+	for i := range next.Endpoints { // every endpoint changes
+		next.Endpoints[i].Rate.EgressBps = 1e9
+	}
+	src.set(next)
+	a.CrashAfterTxns(4) // 64 writes: the directory, then h000..h013
+	a.Trigger()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, _ := generationOf(t, store.Client, policy.KeyEndpoint("h000"))
+		if g == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("crashing leader wrote nothing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopA()
+	if g, _ := generationOf(t, store.Client, policy.KeyGeneration); g != 1 {
+		t.Fatalf("generation key moved to %d by a crashed update", g)
+	}
+	if g, _ := generationOf(t, store.Client, policy.KeyEndpoint("h049")); g != 1 {
+		t.Fatalf("h049 at %d: the crash came too late to test anything", g)
+	}
+
+	res2 := make(chan publish.Result, 10)
+	start(t, store.Client, "b", src, res2)
+	r := waitResult(t, res2)
+	if r.Generation != 3 {
+		t.Fatalf("next leader published generation %d, want 3", r.Generation)
+	}
+	g, _ := generationOf(t, store.Client, policy.KeyGeneration)
+	for i := 0; i < 50; i++ {
+		d, _ := generationOf(t, store.Client, policy.KeyEndpoint(fmt.Sprintf("h%03d", i)))
+		if d > g {
+			t.Fatalf("h%03d at generation %d beyond the generation key %d", i, d, g)
+		}
+	}
+}
