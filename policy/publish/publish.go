@@ -79,14 +79,14 @@ type Publisher struct {
 	cfg    Config
 	logger *slog.Logger
 
-	trigger  chan struct{}
-	leader   atomic.Bool
+	trigger chan struct{}
+	leader  atomic.Bool
 	// crashAfterTxns, when > 0, makes publish stop dead after that many
 	// transactions, as a leader killed mid-update would (tests only).
 	crashAfterTxns int
-	mu       sync.Mutex
-	last     Result
-	onResult func(Result)
+	mu             sync.Mutex
+	last           Result
+	onResult       func(Result)
 }
 
 // New returns a publisher; Run starts it.
