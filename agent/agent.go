@@ -1,0 +1,441 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/multiplane/multiplane/policy"
+)
+
+// Sources of the applied document, as reported in the status.
+const (
+	SourceNone = ""
+	SourceEtcd = "etcd"
+	SourceLKG  = "last-known-good"
+)
+
+// Error categories in the status, in the order they are reported.
+var errKinds = []string{"generation", "document", "apply", "rates", "lkg", "lkg-save"}
+
+// etcd call timeouts.
+const (
+	readTimeout  = 5 * time.Second
+	writeTimeout = 3 * time.Second
+	minBackoff   = 100 * time.Millisecond
+	maxBackoff   = 3 * time.Second
+)
+
+// ErrRunning is returned by Run when the agent already runs.
+var ErrRunning = errors.New("agent: already running")
+
+// Agent keeps one endpoint's transport configured from etcd.
+type Agent struct {
+	cfg     Config
+	applier Applier
+	logger  *slog.Logger
+	planes  int
+	keyGen  string
+	keyDoc  string
+	keyStat string
+	lkgPath string
+	running atomic.Bool
+	kick    chan struct{} // refresh the status now
+
+	mu        sync.Mutex
+	applied   policy.EndpointDoc // valid when applied.Generation > 0
+	appliedAt time.Time
+	source    string
+	failedGen uint64            // generation whose Apply failed; not retried
+	errs      map[string]string // kind → message
+}
+
+// New returns an agent for cfg that applies documents with applier.
+func New(cfg Config, applier Applier, logger *slog.Logger) (*Agent, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if applier == nil {
+		return nil, fmt.Errorf("%w: no applier", ErrConfig)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	planes := cfg.Planes
+	if pc, ok := applier.(planeCounter); ok && planes == 0 {
+		planes = pc.Planes()
+	}
+	a := &Agent{
+		cfg: cfg, applier: applier, planes: planes,
+		logger:  logger.With("component", "agent", "endpoint", cfg.Endpoint),
+		keyGen:  policy.KeyGeneration,
+		keyDoc:  policy.KeyEndpoint(cfg.Endpoint),
+		keyStat: policy.KeyStatus(cfg.Endpoint),
+		kick:    make(chan struct{}, 1),
+		errs:    map[string]string{},
+	}
+	if cfg.StateDir != "" {
+		a.lkgPath = LKGPath(cfg.StateDir, cfg.Endpoint)
+	}
+	return a, nil
+}
+
+// Endpoint is the endpoint's name.
+func (a *Agent) Endpoint() string { return a.cfg.Endpoint }
+
+// Run applies the last known good document, then follows etcd and reports
+// the status until ctx is done. It returns nil when ctx ends, or an error
+// when it cannot start (a bad etcd TLS configuration); an unreachable etcd
+// is not an error: the agent keeps the applied configuration and retries.
+// On return the status lease is revoked (or the status deleted when the
+// lease is shared), best effort.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer a.running.Store(false)
+	a.applyLKG()
+
+	cli := a.cfg.Client
+	if cli == nil {
+		var err error
+		if cli, err = a.dial(ctx); err != nil {
+			return err
+		}
+		defer cli.Close()
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.reportLoop(ctx, cli)
+	}()
+	a.watchLoop(ctx, cli)
+	wg.Wait()
+	return nil
+}
+
+// dial creates a client; it does not wait for etcd to answer.
+func (a *Agent) dial(ctx context.Context) (*clientv3.Client, error) {
+	cfg := clientv3.Config{
+		Endpoints: a.cfg.EtcdEndpoints, DialTimeout: a.cfg.EtcdDialTimeout,
+		Context: context.WithoutCancel(ctx), Logger: zap.NewNop(),
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
+	}
+	if a.cfg.EtcdCAFile != "" || a.cfg.EtcdCertFile != "" {
+		info := transport.TLSInfo{TrustedCAFile: a.cfg.EtcdCAFile, CertFile: a.cfg.EtcdCertFile, KeyFile: a.cfg.EtcdKeyFile}
+		tlsCfg, err := info.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("agent: etcd TLS: %w", err)
+		}
+		cfg.TLS = tlsCfg
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("agent: etcd client: %w", err)
+	}
+	return cli, nil
+}
+
+// applyLKG applies the document saved on disk, if any.
+func (a *Agent) applyLKG() {
+	if a.lkgPath == "" {
+		return
+	}
+	doc, ok, err := loadLKG(a.lkgPath, a.cfg.Endpoint, a.planes)
+	if err != nil {
+		a.logger.Warn("last-known-good ignored", "path", a.lkgPath, "err", err)
+		a.setErr("lkg", err.Error())
+		return
+	}
+	if !ok {
+		a.logger.Info("no last-known-good document", "path", a.lkgPath)
+		return
+	}
+	a.apply(doc, SourceLKG)
+}
+
+// watchState is what the agent last read from etcd.
+type watchState struct {
+	gen     uint64              // the fabric generation key's value
+	pending *policy.EndpointDoc // the latest valid document, applied or not
+}
+
+// watchLoop reads both keys and watches them from the next revision, and
+// does it again whenever the watch fails (compaction, lost leader, closed
+// stream).
+func (a *Agent) watchLoop(ctx context.Context, cli *clientv3.Client) {
+	backoff := minBackoff
+	down := false
+	for ctx.Err() == nil {
+		st, rev, err := a.read(ctx, cli)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !down {
+				a.logger.Warn("etcd unreachable; keeping the applied configuration", "err", err)
+				down = true
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		if down {
+			a.logger.Info("etcd reachable again", "revision", rev)
+			down = false
+		}
+		backoff = minBackoff
+		a.evaluate(st)
+		err = a.watch(ctx, cli, st, rev)
+		if ctx.Err() != nil {
+			return
+		}
+		a.logger.Info("watch ended; reading again", "revision", rev, "err", err)
+	}
+}
+
+// read gets the generation key and the document at one revision.
+func (a *Agent) read(ctx context.Context, cli *clientv3.Client) (*watchState, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	resp, err := cli.Txn(rctx).Then(clientv3.OpGet(a.keyGen), clientv3.OpGet(a.keyDoc)).Commit()
+	if err != nil {
+		return nil, 0, err
+	}
+	st := &watchState{}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		a.onGeneration(st, kvs[0].Value)
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) > 0 {
+		a.onDocument(st, kvs[0].Value, true)
+	} else {
+		a.onDocument(st, nil, false)
+	}
+	return st, resp.Header.Revision, nil
+}
+
+// watch follows both keys from rev+1 until the watch fails or ctx ends.
+func (a *Agent) watch(ctx context.Context, cli *clientv3.Client, st *watchState, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	genCh := cli.Watch(wctx, a.keyGen, clientv3.WithRev(rev+1))
+	docCh := cli.Watch(wctx, a.keyDoc, clientv3.WithRev(rev+1))
+	for {
+		var resp clientv3.WatchResponse
+		var ok, isDoc bool
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case resp, ok = <-genCh:
+		case resp, ok = <-docCh:
+			isDoc = true
+		}
+		if !ok {
+			return errors.New("agent: watch closed")
+		}
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		for _, ev := range resp.Events {
+			switch {
+			case isDoc:
+				a.onDocument(st, ev.Kv.Value, ev.Type == clientv3.EventTypePut)
+			case ev.Type == clientv3.EventTypePut:
+				a.onGeneration(st, ev.Kv.Value)
+			}
+		}
+		a.evaluate(st)
+	}
+}
+
+func (a *Agent) onGeneration(st *watchState, value []byte) {
+	var g policy.GenerationDoc
+	if err := json.Unmarshal(value, &g); err != nil {
+		a.logger.Warn("bad fabric generation", "err", err)
+		a.setErr("generation", fmt.Sprintf("fabric generation key: %v", err))
+		return // keep the last good value
+	}
+	a.setErr("generation", "")
+	st.gen = g.Generation
+}
+
+// onDocument takes a new value of the endpoint's document: a valid one
+// becomes pending, a bad one is rejected and the applied one stays.
+func (a *Agent) onDocument(st *watchState, value []byte, present bool) {
+	st.pending = nil
+	if !present {
+		a.mu.Lock()
+		has := a.applied.Generation > 0
+		a.mu.Unlock()
+		if has {
+			a.logger.Warn("endpoint document deleted; keeping the applied configuration")
+			a.setErr("document", "endpoint document is missing from etcd; keeping the applied configuration")
+		}
+		return
+	}
+	var doc policy.EndpointDoc
+	err := json.Unmarshal(value, &doc)
+	if err == nil {
+		err = doc.Validate(a.cfg.Endpoint, a.planes)
+	} else {
+		err = fmt.Errorf("%w: %v", policy.ErrInvalidDocument, err)
+	}
+	if err != nil {
+		a.logger.Warn("endpoint document rejected; keeping the applied configuration", "generation", doc.Generation, "err", err)
+		a.setErr("document", fmt.Sprintf("rejected document generation %d: %v", doc.Generation, err))
+		return
+	}
+	st.pending = &doc
+}
+
+// evaluate applies the pending document once the fabric generation has
+// caught up with it: the update it belongs to is then complete.
+func (a *Agent) evaluate(st *watchState) {
+	d := st.pending
+	if d == nil || st.gen < d.Generation {
+		return
+	}
+	a.mu.Lock()
+	failed := a.failedGen == d.Generation
+	a.mu.Unlock()
+	if !failed {
+		a.apply(*d, SourceEtcd)
+	}
+}
+
+// apply applies a valid document in one Applier call; the same generation
+// twice is a no-op.
+func (a *Agent) apply(doc policy.EndpointDoc, source string) {
+	a.mu.Lock()
+	if a.applied.Generation == doc.Generation {
+		changed := a.source != source
+		a.source = source
+		a.errs["document"] = ""
+		a.mu.Unlock()
+		if changed {
+			a.kickStatus()
+		}
+		return
+	}
+	a.mu.Unlock()
+
+	err := a.applier.Apply(doc)
+	now := time.Now()
+	if err != nil && !errors.Is(err, ErrNotEnforced) {
+		a.logger.Error("apply failed; keeping the applied configuration", "generation", doc.Generation, "err", err)
+		a.mu.Lock()
+		a.failedGen = doc.Generation
+		a.errs["apply"] = fmt.Sprintf("apply generation %d: %v", doc.Generation, err)
+		a.mu.Unlock()
+		a.kickStatus()
+		return
+	}
+	a.mu.Lock()
+	a.applied, a.appliedAt, a.source = doc, now, source
+	a.errs["document"], a.errs["apply"], a.errs["rates"] = "", "", ""
+	if err != nil {
+		a.errs["rates"] = err.Error()
+	}
+	a.mu.Unlock()
+	a.logger.Info("applied", "generation", doc.Generation, "source", source, "planes", len(doc.PathSet.Planes))
+	if err != nil {
+		a.logger.Warn("applied in part", "generation", doc.Generation, "err", err)
+	}
+	if a.cfg.OnApplied != nil {
+		a.cfg.OnApplied(doc.Generation, now)
+	}
+	a.kickStatus()
+	if source == SourceEtcd && a.lkgPath != "" {
+		if err := saveLKG(a.lkgPath, doc, now); err != nil {
+			a.logger.Error("last-known-good not saved", "err", err)
+			a.setErr("lkg-save", err.Error())
+		} else {
+			a.setErr("lkg-save", "")
+			a.setErr("lkg", "")
+		}
+	}
+}
+
+func (a *Agent) setErr(kind, msg string) {
+	a.mu.Lock()
+	changed := a.errs[kind] != msg
+	a.errs[kind] = msg
+	a.mu.Unlock()
+	if changed {
+		a.kickStatus()
+	}
+}
+
+func (a *Agent) kickStatus() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Status is the agent's current status, as it reports it to etcd (the
+// per-path counters are read from the Applier).
+func (a *Agent) Status() policy.StatusDoc {
+	s := a.status()
+	s.Paths = a.applier.Stats()
+	return s
+}
+
+func (a *Agent) status() policy.StatusDoc {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := policy.StatusDoc{
+		Endpoint: a.cfg.Endpoint, AppliedGeneration: a.applied.Generation,
+		AppliedAt: a.appliedAt, Source: a.source, Version: a.cfg.Version,
+	}
+	for _, k := range errKinds {
+		if m := a.errs[k]; m != "" {
+			s.Errors = append(s.Errors, m)
+		}
+	}
+	return s
+}
+
+// buildVersion describes the binary from its build info.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += " " + rev + dirty
+	}
+	return v
+}

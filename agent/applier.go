@@ -1,0 +1,28 @@
+package agent
+
+import (
+	"errors"
+
+	"github.com/multiplane/multiplane/policy"
+)
+
+// Applier is the seam to the transport. Apply replaces the endpoint's path
+// set and rate policy in one step: it either applies the document or
+// returns an error and leaves the previous one in force, except that an
+// error wrapping ErrNotEnforced means the path set was applied but part of
+// the rate policy could not be (the agent counts the document applied and
+// reports the error in its status). Stats returns per-plane counters for
+// the status. Both are called from one goroutine per agent at a time, but
+// Stats may run concurrently with Apply.
+type Applier interface {
+	Apply(doc policy.EndpointDoc) error
+	Stats() []policy.PathStatus
+}
+
+// ErrNotEnforced is wrapped by an Apply error when the document was applied
+// but part of it (typically rates) is not enforced by the transport.
+var ErrNotEnforced = errors.New("agent: not enforced by the transport")
+
+// planeCounter is implemented by appliers that know the number of local
+// planes (used when Config.Planes is 0).
+type planeCounter interface{ Planes() int }

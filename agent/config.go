@@ -1,0 +1,125 @@
+package agent
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults.
+const (
+	DefaultStatusInterval = 5 * time.Second
+	DefaultLeaseTTL       = 10 * time.Second
+	DefaultDialTimeout    = 5 * time.Second
+	DefaultStateDir       = "/var/lib/multiplane/endpoint"
+)
+
+// Config configures an Agent. Zero fields take the documented defaults.
+type Config struct {
+	// Endpoint is the endpoint's name in the topology (default: the host
+	// name).
+	Endpoint string
+
+	// EtcdEndpoints are the etcd client URLs; ignored when Client is set.
+	EtcdEndpoints []string
+	// EtcdDialTimeout bounds each connection attempt (default 5 s).
+	EtcdDialTimeout time.Duration
+	// EtcdCAFile, EtcdCertFile and EtcdKeyFile configure TLS to etcd.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	// Client is a ready etcd client shared with other agents; the agent
+	// does not close it. When nil the agent opens (and closes) its own.
+	Client *clientv3.Client
+
+	// StateDir holds <endpoint>.lkg.json, the last known good document
+	// (empty: none is kept).
+	StateDir string
+	// Planes is the number of local planes the documents are validated
+	// against (0: ask the Applier, if it has a Planes() int method).
+	Planes int
+
+	// StatusInterval is how often the status is refreshed (default 5 s).
+	StatusInterval time.Duration
+	// LeaseTTL is the TTL of the status lease (default 10 s).
+	LeaseTTL time.Duration
+	// Lease, when set, is a lease shared by many agents (kept alive by its
+	// owner): the status is written under it, and deleted, not revoked,
+	// when the agent stops.
+	Lease clientv3.LeaseID
+
+	// Version is reported in the status (default: the binary's build info).
+	Version string
+	// OnApplied, if set, is called after each successful apply with the
+	// generation applied and the time it was applied. It must not block.
+	OnApplied func(gen uint64, at time.Time)
+}
+
+// RegisterFlags registers the agent's flags on fs. The command parses them
+// with internal/cliconf, which gives each an ENDPOINT_* environment twin.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Endpoint, "name", c.Endpoint, "this endpoint's name in the topology (default: the host name)")
+	fs.Func("etcd-endpoints", "comma-separated etcd client URLs (required)", func(s string) error {
+		c.EtcdEndpoints = splitList(s)
+		return nil
+	})
+	fs.DurationVar(&c.EtcdDialTimeout, "etcd-dial-timeout", DefaultDialTimeout, "timeout of each attempt to connect to etcd")
+	fs.StringVar(&c.EtcdCAFile, "etcd-ca", "", "CA bundle (PEM) to verify etcd")
+	fs.StringVar(&c.EtcdCertFile, "etcd-cert", "", "client certificate (PEM) for etcd")
+	fs.StringVar(&c.EtcdKeyFile, "etcd-key", "", "client key (PEM) for etcd")
+	fs.StringVar(&c.StateDir, "state-dir", DefaultStateDir, "directory of the last-known-good document (<name>.lkg.json); empty keeps none")
+	fs.IntVar(&c.Planes, "planes", 0, "number of local planes documents are checked against (default: the transport's)")
+	fs.DurationVar(&c.StatusInterval, "status-interval", DefaultStatusInterval, "how often the status in etcd is refreshed")
+	fs.DurationVar(&c.LeaseTTL, "status-lease-ttl", DefaultLeaseTTL, "TTL of the lease the status is written under")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ErrConfig is wrapped by configuration errors.
+var ErrConfig = errors.New("agent: invalid configuration")
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Endpoint == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return c, fmt.Errorf("%w: no endpoint name and no host name", ErrConfig)
+		}
+		c.Endpoint = h
+	}
+	if strings.ContainsAny(c.Endpoint, "/\x00") || c.Endpoint == "." || c.Endpoint == ".." {
+		return c, fmt.Errorf("%w: endpoint name %q", ErrConfig, c.Endpoint)
+	}
+	if c.Client == nil && len(c.EtcdEndpoints) == 0 {
+		return c, fmt.Errorf("%w: no etcd endpoints (--etcd-endpoints)", ErrConfig)
+	}
+	if c.EtcdDialTimeout <= 0 {
+		c.EtcdDialTimeout = DefaultDialTimeout
+	}
+	if c.StatusInterval <= 0 {
+		c.StatusInterval = DefaultStatusInterval
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.LeaseTTL < 2*time.Second {
+		return c, fmt.Errorf("%w: status lease TTL %v is under 2s", ErrConfig, c.LeaseTTL)
+	}
+	if c.Planes < 0 {
+		return c, fmt.Errorf("%w: %d planes", ErrConfig, c.Planes)
+	}
+	if c.Version == "" {
+		c.Version = buildVersion()
+	}
+	return c, nil
+}

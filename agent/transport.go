@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/transport"
+)
+
+// RateSetter is what the transport needs to enforce a rate policy at
+// runtime: an egress cap per connection, the ingress budget its receiver
+// grants from, and per-plane caps indexed by plane (0: unlimited). When the
+// transport implements it, TransportApplier uses it.
+type RateSetter interface {
+	SetRates(egressCap, ingressBudget transport.Rate, planeCaps []transport.Rate) error
+}
+
+// TransportApplier applies documents to a running *transport.Transport.
+type TransportApplier struct {
+	t *transport.Transport
+
+	mu    sync.Mutex
+	names []string // plane index → plane name, from the last document
+}
+
+// NewTransportApplier returns an Applier for t.
+func NewTransportApplier(t *transport.Transport) *TransportApplier {
+	return &TransportApplier{t: t}
+}
+
+// Planes is the transport's number of planes.
+func (a *TransportApplier) Planes() int { return a.t.Planes() }
+
+// PathSetFor maps a document's path set to the transport's: planes by
+// index, with their weight and entropy, tagged with the generation.
+func PathSetFor(doc policy.EndpointDoc) transport.PathSet {
+	ps := transport.PathSet{Generation: doc.Generation, Planes: make([]transport.PlanePaths, len(doc.PathSet.Planes))}
+	for i, p := range doc.PathSet.Planes {
+		ps.Planes[i] = transport.PlanePaths{Plane: p.Index, Weight: p.Weight, Entropy: p.Entropy}
+	}
+	return ps
+}
+
+// bpsToRate converts bits per second to the transport's bytes per second.
+func bpsToRate(bps int64) transport.Rate {
+	if bps <= 0 {
+		return 0
+	}
+	return transport.Rate(bps / 8)
+}
+
+// Apply sets the path set, then the rates if the transport can take them
+// at runtime; otherwise a rate policy that limits anything is reported
+// with ErrNotEnforced.
+func (a *TransportApplier) Apply(doc policy.EndpointDoc) error {
+	if err := a.t.SetPathSet(PathSetFor(doc)); err != nil {
+		return err
+	}
+	planes := a.t.Planes()
+	names := make([]string, planes)
+	index := map[string]int{}
+	for _, p := range doc.PathSet.Planes {
+		if p.Index >= 0 && p.Index < planes {
+			names[p.Index] = p.Plane
+		}
+		index[p.Plane] = p.Index
+	}
+	a.mu.Lock()
+	for i := range names {
+		if names[i] == "" && i < len(a.names) {
+			names[i] = a.names[i] // keep names of planes not in this set
+		}
+	}
+	a.names = names
+	a.mu.Unlock()
+
+	r := doc.RatePolicy
+	caps := make([]transport.Rate, planes)
+	for name, c := range r.PlaneCaps {
+		i, ok := index[name]
+		if !ok || i < 0 || i >= planes {
+			continue // a plane not in the set carries no traffic
+		}
+		caps[i] = bpsToRate(c)
+	}
+	if rs, ok := any(a.t).(RateSetter); ok {
+		return rs.SetRates(bpsToRate(r.EgressBps), bpsToRate(r.IngressBps), caps)
+	}
+	var missing []string
+	if r.EgressBps > 0 {
+		missing = append(missing, fmt.Sprintf("egress cap %d bps", r.EgressBps))
+	}
+	if r.IngressBps > 0 {
+		missing = append(missing, fmt.Sprintf("ingress budget %d bps", r.IngressBps))
+	}
+	var capped []string
+	for name, c := range r.PlaneCaps {
+		if c > 0 {
+			capped = append(capped, fmt.Sprintf("%s=%d", name, c))
+		}
+	}
+	if len(capped) > 0 {
+		sort.Strings(capped)
+		missing = append(missing, "plane caps bps "+strings.Join(capped, ","))
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: rate policy %q not applied, the transport has no runtime rate setter: %s", ErrNotEnforced, r.Class, strings.Join(missing, "; "))
+	}
+	return nil
+}
+
+// Stats returns the transport's per-plane byte counters. Retransmits are
+// not counted per plane by the transport yet and are reported as 0.
+func (a *TransportApplier) Stats() []policy.PathStatus {
+	st := a.t.Stats()
+	a.mu.Lock()
+	names := a.names
+	a.mu.Unlock()
+	out := make([]policy.PathStatus, len(st.Planes))
+	for i, p := range st.Planes {
+		name := ""
+		if p.Plane < len(names) {
+			name = names[p.Plane]
+		}
+		if name == "" {
+			name = fmt.Sprintf("%d", p.Plane)
+		}
+		out[i] = policy.PathStatus{Plane: name, TxBytes: p.TxBytes, RxBytes: p.RxBytes}
+	}
+	return out
+}
