@@ -175,11 +175,16 @@ type Config struct {
 	// TargetQueueDelay is the queueing delay above a path's minimum RTT
 	// that congestion control treats as congestion (default 1 ms).
 	TargetQueueDelay time.Duration
-	// MinRTO is the smallest retransmission timeout (default 4 ms).
+	// MinRTO is the smallest retransmission timeout (default 10 ms).
 	MinRTO time.Duration
 	// ReorderThreshold is how many later packets on a path must arrive
 	// before a missing one is declared lost (default 3; 1 = any gap).
 	ReorderThreshold int
+	// RetireAfter is the number of consecutive timeouts that retire a
+	// path (default 2); a retired path gets one probe per ProbeInterval.
+	RetireAfter int
+	// ProbeInterval is how often a retired path is probed (default 10 ms).
+	ProbeInterval time.Duration
 	// PeerTimeout fails a connection that hears nothing from its peer for
 	// this long (default 5 s). Keepalives are sent at a quarter of it.
 	PeerTimeout time.Duration
@@ -236,10 +241,16 @@ func (c Config) withDefaults() (Config, error) {
 		c.TargetQueueDelay = time.Millisecond
 	}
 	if c.MinRTO <= 0 {
-		c.MinRTO = congestion.DefaultMinRTO
+		c.MinRTO = 10 * time.Millisecond
 	}
 	if c.ReorderThreshold <= 0 {
 		c.ReorderThreshold = 3
+	}
+	if c.RetireAfter <= 0 {
+		c.RetireAfter = 2
+	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = 10 * time.Millisecond
 	}
 	if c.PeerTimeout <= 0 {
 		c.PeerTimeout = 5 * time.Second

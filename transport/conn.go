@@ -334,6 +334,8 @@ func (c *Conn) applyPathSet(ps PathSet) {
 		}
 	}
 	c.sel = pathsel.New(specs, c.sel)
+	c.sel.RetireAfter = c.cfg.RetireAfter
+	c.sel.ProbeInterval = c.cfg.ProbeInterval
 	c.generation = ps.Generation
 }
 

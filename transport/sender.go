@@ -183,6 +183,11 @@ func (c *Conn) fill(now time.Time) int {
 			continue
 		}
 		c.buildData(now, p, b, m, chunk, src != 3)
+		if c.mode == ModeMultipath && c.sel.Retired(i) {
+			// A probe: its data may be lost with the path, so it is also
+			// queued for another path at once (the receiver drops the copy).
+			c.retx = append(c.retx, retxItem{ref: ref, avoid: i})
+		}
 		if rate > 0 {
 			c.connPacer.OnSent(c.dgram)
 		}
@@ -400,8 +405,14 @@ func (c *Conn) onTimers(now time.Time) {
 }
 
 func (c *Conn) hasDataToSend() bool {
-	return (c.mode == ModeGBN && c.gbnHead < len(c.gbnQ)) || c.retxHead < len(c.retx) ||
-		(len(c.sendQ) > 0 && c.sentNew < c.peerMaxData)
+	if (c.mode == ModeGBN && c.gbnHead < len(c.gbnQ)) || c.retxHead < len(c.retx) {
+		return true
+	}
+	if len(c.sendQ) == 0 {
+		return false
+	}
+	m := c.sendQ[0]
+	return c.sentNew+c.chunkLen(m, m.next) <= c.peerMaxData
 }
 
 // nextDeadline returns when the sender must wake up without a signal.
@@ -420,15 +431,22 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 		upd(p.sent.RTODeadline())
 	}
 	if c.state != stateHandshake && c.hasDataToSend() {
-		upd(c.sel.NextProbe())
+		// Pacing and probe times only count when they lie ahead: a
+		// sender blocked for another reason waits for an ACK or a timer.
+		future := func(t time.Time) {
+			if t.After(now) {
+				upd(t)
+			}
+		}
+		future(c.sel.NextProbe())
 		c.now = now
 		for _, p := range c.active {
 			if c.validPlane(p.plane) && p.sent.CanSend() {
-				upd(now.Add(p.pacer.TimeUntil(now, p.sent.CC.PacingRate(), c.dgram)))
+				future(now.Add(p.pacer.TimeUntil(now, p.sent.CC.PacingRate(), c.dgram)))
 			}
 		}
 		if r := c.sendRate(); r > 0 {
-			upd(now.Add(c.connPacer.TimeUntil(now, r, c.dgram)))
+			future(now.Add(c.connPacer.TimeUntil(now, r, c.dgram)))
 		}
 	}
 	return next

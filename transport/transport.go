@@ -33,9 +33,11 @@ type Transport struct {
 	unknown atomic.Uint64
 }
 
+// peerKey names an accepted connection by the dialer's connection id (a
+// random 32-bit number); the source address differs per plane (relays), so
+// it is not part of the key.
 type peerKey struct {
 	id protocol.ConnectionID
-	ip netip.Addr
 }
 
 // plane is one local plane: its receive socket and extra entropy sockets.
@@ -268,7 +270,7 @@ func (t *Transport) unregister(c *Conn) {
 		delete(t.conns, c.id)
 	}
 	if c.accepted {
-		k := peerKey{c.peerID, c.peerIP}
+		k := peerKey{c.peerID}
 		if t.byPeer[k] == c {
 			delete(t.byPeer, k)
 		}
@@ -295,7 +297,7 @@ func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, fro
 			c.mu.Unlock()
 		}
 	case wire.TypeInit:
-		k := peerKey{h.SrcConnID, from.Addr()}
+		k := peerKey{h.SrcConnID}
 		t.mu.RLock()
 		c := t.byPeer[k]
 		closed := t.closed
@@ -305,7 +307,7 @@ func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, fro
 		}
 		if c == nil {
 			var err error
-			c, err = t.accept(now, h, k)
+			c, err = t.accept(now, h, k, from)
 			if err != nil || c == nil {
 				return
 			}
@@ -321,10 +323,10 @@ func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, fro
 	}
 }
 
-func (t *Transport) accept(now time.Time, h *wire.Handshake, k peerKey) (*Conn, error) {
+func (t *Transport) accept(now time.Time, h *wire.Handshake, k peerKey, from netip.AddrPort) (*Conn, error) {
 	c := newConn(t, h.Mode, true)
 	c.peerID = h.SrcConnID
-	c.peerIP = k.ip
+	c.peerIP = from.Addr()
 	c.applyPeerParams(h)
 	c.state = stateEstablished
 	c.lastRecv = now
@@ -342,7 +344,7 @@ func (t *Transport) accept(now time.Time, h *wire.Handshake, k peerKey) (*Conn, 
 	select {
 	case t.acceptQ <- c:
 	default:
-		t.cfg.Logger.Warn("accept backlog full; refusing connection", "peer", k.ip)
+		t.cfg.Logger.Warn("accept backlog full; refusing connection", "peer", from)
 		t.unregister(c)
 		return nil, nil
 	}

@@ -141,12 +141,14 @@ func (p *SentPath) grow() {
 }
 
 // OnAck processes the path's block of an ACK. It returns the bytes newly
-// acknowledged and the number of packets declared lost.
+// acknowledged (including packets that had been declared lost: the path
+// delivers) and the number of packets declared lost.
 func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duration, h Handler) (acked protocol.ByteCount, lost int) {
 	if !before(blk.Largest, p.next) { // acknowledges what was never sent
 		return 0, 0
 	}
 	prior := p.inFlight
+	var spurious protocol.ByteCount
 	var rttPN protocol.PacketNumber
 	rttOK := false
 	ack := func(pn protocol.PacketNumber) {
@@ -165,6 +167,7 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duratio
 		case stateLost:
 			p.stats.SpuriousLosses++
 			e.state = stateAcked
+			spurious += e.size
 			h.OnAcked(e.ref, e.size, true)
 		}
 	}
@@ -216,8 +219,12 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duratio
 		p.stats.ECNMarks += uint64(n)
 		p.CC.OnECN(now, int(n))
 	}
+	if spurious > 0 {
+		p.lastProgress = now
+		p.backoff = 0
+	}
 	p.advanceBase()
-	return acked, lost
+	return acked + spurious, lost
 }
 
 func (p *SentPath) markLost(now time.Time, e *sentPacket, h Handler) {

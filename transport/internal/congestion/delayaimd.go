@@ -65,7 +65,15 @@ func NewDelayAIMD(cfg DelayAIMDConfig, rtt *RTTStats) *DelayAIMD {
 // OnPacketSent implements SendAlgorithm.
 func (c *DelayAIMD) OnPacketSent(time.Time, protocol.ByteCount, protocol.ByteCount) {}
 
-func (c *DelayAIMD) target() time.Duration { return c.rtt.Min() + c.cfg.TargetQueueDelay }
+// target is the RTT above which the path counts as congested: the minimum
+// RTT, plus TargetQueueDelay, plus the serialization time of a few packets
+// at the path's current rate (so slow paths, where one packet takes a
+// sizeable part of the target, are not starved; Swift scales its target
+// the same way).
+func (c *DelayAIMD) target() time.Duration {
+	perPkt := time.Duration(float64(c.rtt.Smoothed()) * float64(c.cfg.MSS) / float64(c.cwnd))
+	return c.rtt.Min() + c.cfg.TargetQueueDelay + 3*perPkt
+}
 
 func (c *DelayAIMD) newRound(now time.Time) {
 	if now.Before(c.roundEnd) {
@@ -94,6 +102,9 @@ func (c *DelayAIMD) OnPacketAcked(now time.Time, acked, priorInFlight protocol.B
 	c.newRound(now)
 	c.roundAck++
 	if c.rtt.HasSample() {
+		if c.InSlowStart() && c.rtt.Latest() > c.target() {
+			c.ssthresh = c.cwnd // leave slow start on the first sign of a queue
+		}
 		if rm := c.rtt.RoundMin(); rm > c.target() {
 			if c.canCut(now) {
 				excess := float64(rm-c.target()) / float64(rm)
