@@ -230,6 +230,10 @@ func TestFabricPlaneDown(t *testing.T) {
 		before/1e6, 100*before/full, full/1e6, after/1e6, 100*after/surviving, surviving/1e6, series)
 	t.Logf("messages %d, retransmits %d, timeouts %d, plane stats %+v", received.Load(), st.Retransmits, st.Timeouts, st.Planes)
 	logFabric(t, fp)
+	if raceEnabled {
+		t.Log("race detector on: goodput not checked")
+		return
+	}
 	if after < 0.9*surviving {
 		t.Errorf("goodput after the failure %.1f Mbit/s < 90%% of surviving capacity %.1f", after/1e6, surviving/1e6)
 	}
