@@ -11,14 +11,19 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/multiplane/multiplane/api"
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/events"
+	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/inventory"
+	"github.com/multiplane/multiplane/kv/kvtest"
 	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/policy/fleet"
 	"github.com/multiplane/multiplane/store/storetest"
 )
 
@@ -31,6 +36,7 @@ type fixture struct {
 	tokens *auth.Tokens
 	admin  string
 	engine *planes.Engine
+	kv     *clientv3.Client
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -45,9 +51,21 @@ func newFixture(t *testing.T) *fixture {
 	sub := bus.Subscribe(1000)
 	go func() { events.NewWriter(evStore, testenv.Logger(t)).Run(ctx, sub); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+	inv := inventory.New(db.Pool())
+	intentStore := intents.New(db.Pool())
+	f.kv = kvtest.New(t).Client
 	f.srv = api.New(api.Deps{
-		Inventory: inventory.New(db.Pool()), Tokens: f.tokens, Audit: audit.New(db.Pool()),
-		Health: f.engine, Events: evStore, Bus: bus,
+		Inventory: inv, Tokens: f.tokens, Audit: audit.New(db.Pool()),
+		Health: f.engine, Events: evStore, Bus: bus, Intents: intentStore, Fleet: fleet.New(f.kv),
+		PolicyConfig: policy.DefaultConfig(),
+		PolicyInput: func(ctx context.Context) (policy.Input, error) {
+			snap, err := inv.Current(ctx)
+			if err != nil {
+				return policy.Input{}, err
+			}
+			in, err := intentStore.Load(ctx)
+			return policy.Input{Topology: snap.Topology, Health: f.engine, Intents: in}, err
+		},
 		Logger: testenv.Logger(t), MaxBodyBytes: 1 << 20,
 		Ready:      func(ctx context.Context) error { return db.Ready(ctx) },
 		OnTopology: func(s *inventory.Snapshot) { f.engine.SetTopology(s.Topology, s.Links) },

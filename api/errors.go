@@ -10,8 +10,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/internal/page"
 	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/policy/fleet"
 )
 
 // Error is an API error with its HTTP status. Its JSON form is
@@ -64,7 +66,8 @@ func toAPIError(err error) *Error {
 	case errors.As(err, &maxBytes):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 			Message: fmt.Sprintf("request body is larger than %d bytes", maxBytes.Limit)}
-	case errors.Is(err, planes.ErrNotFound), errors.Is(err, auth.ErrNotFound):
+	case errors.Is(err, planes.ErrNotFound), errors.Is(err, auth.ErrNotFound), errors.Is(err, intents.ErrNotFound),
+		errors.Is(err, fleet.ErrNoStatus):
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: trimPkg(err)}
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return &Error{Status: http.StatusUnauthorized, Code: "unauthenticated",
@@ -73,6 +76,8 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: trimPkg(err)}
 	case errors.Is(err, auth.ErrInvalidRole):
 		return badRequest("invalid_field", "role", "%s", trimPkg(err))
+	case errors.Is(err, intents.ErrInUse):
+		return &Error{Status: http.StatusConflict, Code: "conflict", Message: trimPkg(err)}
 	case errors.Is(err, auth.ErrDuplicateName):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Field: "name", Message: trimPkg(err)}
 	}

@@ -28,6 +28,7 @@ func (s *Server) routes() {
 
 	v1 := r.Group("/api/v1", s.auditMutations, s.authenticate)
 	viewer := v1.Group("", require(auth.RoleViewer))
+	operator := v1.Group("", require(auth.RoleOperator))
 	admin := v1.Group("", require(auth.RoleAdmin))
 
 	viewer.GET("/topology", s.getTopology)
@@ -40,6 +41,17 @@ func (s *Server) routes() {
 	viewer.GET("/endpoints", s.listEndpoints)
 	viewer.GET("/endpoints/:name", s.getEndpoint)
 	viewer.GET("/links", s.listLinks)
+	viewer.GET("/endpoints/:name/policy", s.endpointPolicy)
+	viewer.GET("/endpoints/:name/status", s.endpointStatus)
+	operator.PUT("/endpoints/:name/rate-class", s.assignRateClass)
+	operator.DELETE("/endpoints/:name/rate-class", s.unassignRateClass)
+	viewer.GET("/convergence", s.convergence)
+	viewer.GET("/drains", s.listDrains)
+	operator.POST("/drains", s.createDrain)
+	operator.DELETE("/drains/:id", s.deleteDrain)
+	viewer.GET("/rate-classes", s.listRateClasses)
+	operator.PUT("/rate-classes/:name", s.putRateClass)
+	operator.DELETE("/rate-classes/:name", s.deleteRateClass)
 	viewer.GET("/events", s.listEvents)
 	viewer.GET("/stream", s.stream)
 

@@ -22,8 +22,11 @@ import (
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/events"
+	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/policy/fleet"
 )
 
 // DefaultMaxBodyBytes bounds request bodies (a topology of 4,000 endpoints
@@ -39,6 +42,13 @@ type Deps struct {
 	Ready     func(context.Context) error // readiness of the stores
 	Events    *events.Store               // history
 	Bus       *planes.Bus                 // live transitions for /stream
+	Intents   *intents.Store              // drains, rate classes
+	Fleet     *fleet.Reader               // agents' reports in etcd
+	// PolicyInput gathers what policy is computed from (what-if, previews).
+	PolicyInput  func(context.Context) (policy.Input, error)
+	PolicyConfig policy.Config
+	// OnIntents, if set, is called after drains or rate classes changed.
+	OnIntents func(context.Context)
 	// OnTopology, if set, is called after a PUT changed the topology.
 	OnTopology func(*inventory.Snapshot)
 	Logger     *slog.Logger

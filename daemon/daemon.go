@@ -30,9 +30,13 @@ import (
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/events"
+	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/policy/fleet"
+	"github.com/multiplane/multiplane/policy/publish"
 	"github.com/multiplane/multiplane/store"
 	"github.com/multiplane/multiplane/store/pgcluster"
 )
@@ -47,6 +51,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	Etcd            kv.Config
 	Health          planes.HealthConfig
+	Policy          policy.Config
+	Publish         publish.Config
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -54,7 +60,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen: "127.0.0.1:8080", DataDir: "./var", MaxBodyBytes: api.DefaultMaxBodyBytes,
 		ShutdownTimeout: 10 * time.Second, Etcd: kv.Config{DialTimeout: 5 * time.Second},
-		Health: planes.DefaultHealthConfig(),
+		Health: planes.DefaultHealthConfig(), Policy: policy.DefaultConfig(), Publish: publish.DefaultConfig(),
 	}
 }
 
@@ -68,6 +74,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time to finish in-flight requests on SIGINT/SIGTERM")
 	c.Etcd.RegisterFlags(fs)
 	c.Health.RegisterFlags(fs)
+	fs.IntVar(&c.Policy.Entropy, "policy-entropy", c.Policy.Entropy, "paths (UDP source ports) per plane in every path set")
+	fs.DurationVar(&c.Publish.Debounce, "publish-debounce", c.Publish.Debounce, "wait after a change for more to coalesce before publishing")
+	fs.IntVar(&c.Publish.SessionTTL, "leader-ttl", c.Publish.SessionTTL, "leader lease in seconds: a dead leader is replaced after about this long")
+	fs.StringVar(&c.Publish.ID, "replica-id", c.Publish.ID, "name of this fabricd replica in leader election")
 }
 
 // AdminTokenPath is where the first admin token is written.
@@ -141,7 +151,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo(), db.Collector(), engine.Collector())
 	evStore := events.New(db.Pool())
-	fabric, err := newFabricView(ctx, inv, engine, evStore, logger)
+	intentStore := intents.New(db.Pool())
+	publisher := publish.New(kvs.Client, cfg.Publish, logger.With("component", "publish"))
+	fabric, err := newFabricView(ctx, fabricDeps{inv: inv, engine: engine, events: evStore, intents: intentStore,
+		publisher: publisher, policy: cfg.Policy}, logger)
 	if err != nil {
 		return err
 	}
@@ -152,12 +165,17 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	wg.Go(func() { events.NewWriter(evStore, logger.With("component", "events")).Run(bg, evSub) })
 	wg.Go(func() { engine.Run(bg, 50*time.Millisecond) })
 	wg.Go(func() { fabric.follow(bg, 5*time.Second) })
+	wg.Go(func() { publisher.Run(bg, fabric.compute) })
+	healthSub := bus.Subscribe(1024)
+	wg.Go(func() { fabric.triggerOnChanges(bg, healthSub) })
 
 	handler := api.New(api.Deps{
 		Inventory: inv, Tokens: tokens, Audit: audit.New(db.Pool()), Health: engine, Events: evStore, Bus: bus,
 		Logger: logger.With("component", "api"), Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		Intents: intentStore, Fleet: fleet.New(kvs.Client), PolicyInput: fabric.policyInput, PolicyConfig: cfg.Policy,
 		Ready:      func(ctx context.Context) error { return errors.Join(db.Ready(ctx), kvs.Ready(ctx)) },
 		OnTopology: fabric.apply,
+		OnIntents:  fabric.intentsChanged,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -8,35 +8,49 @@ import (
 	"time"
 
 	"github.com/multiplane/multiplane/events"
+	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/policy/publish"
 )
 
-// fabricView keeps the live components (health engine, and later the
-// telemetry collector) on the current topology revision.
+type fabricDeps struct {
+	inv       *inventory.Inventory
+	engine    *planes.Engine
+	events    *events.Store
+	intents   *intents.Store
+	publisher *publish.Publisher
+	policy    policy.Config
+}
+
+// fabricView keeps the live components (health engine, publisher, and
+// later the telemetry collector) on the current topology and intents.
 type fabricView struct {
-	inv    *inventory.Inventory
-	engine *planes.Engine
+	fabricDeps
 	logger *slog.Logger
 
 	mu       sync.Mutex
 	revision int64
 }
 
-// newFabricView loads the current topology into the engine and restores
-// the states remembered in the event history.
-func newFabricView(ctx context.Context, inv *inventory.Inventory, engine *planes.Engine, evs *events.Store, logger *slog.Logger) (*fabricView, error) {
-	f := &fabricView{inv: inv, engine: engine, logger: logger}
-	snap, err := inv.Current(ctx)
+// newFabricView loads the current topology into the engine, restores the
+// states remembered in the event history and applies the drains.
+func newFabricView(ctx context.Context, d fabricDeps, logger *slog.Logger) (*fabricView, error) {
+	f := &fabricView{fabricDeps: d, logger: logger}
+	snap, err := d.inv.Current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("fabricd: %w", err)
 	}
 	f.apply(snap)
-	last, err := evs.LastStates(ctx)
+	last, err := d.events.LastStates(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("fabricd: %w", err)
 	}
-	engine.Restore(last)
+	d.engine.Restore(last)
+	if err := f.syncDrains(ctx); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -49,10 +63,76 @@ func (f *fabricView) apply(snap *inventory.Snapshot) {
 	}
 	f.revision = snap.Revision
 	f.engine.SetTopology(snap.Topology, snap.Links)
+	f.publisher.Trigger()
 	f.logger.Info("live view on topology revision", "revision", snap.Revision)
 }
 
-// follow picks up topology changes made through another fabricd replica.
+// syncDrains shows plane drains as the draining state.
+func (f *fabricView) syncDrains(ctx context.Context) error {
+	ds, err := f.intents.Drains(ctx, false)
+	if err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	drained := map[string]bool{}
+	for _, d := range ds {
+		if d.Kind == policy.DrainPlane {
+			drained[d.Target] = true
+		}
+	}
+	f.engine.SetDrained(drained)
+	return nil
+}
+
+// intentsChanged is called after an operator changed drains or rate classes.
+func (f *fabricView) intentsChanged(ctx context.Context) {
+	if err := f.syncDrains(ctx); err != nil {
+		f.logger.Error("drains not applied to plane states", "err", err)
+	}
+	f.publisher.Trigger()
+}
+
+// policyInput gathers topology, health and intents.
+func (f *fabricView) policyInput(ctx context.Context) (policy.Input, error) {
+	snap, err := f.inv.Current(ctx)
+	if err != nil {
+		return policy.Input{}, err
+	}
+	in, err := f.intents.Load(ctx)
+	if err != nil {
+		return policy.Input{}, err
+	}
+	return policy.Input{Topology: snap.Topology, Health: f.engine, Intents: in}, nil
+}
+
+// compute is the publisher's computation.
+func (f *fabricView) compute(ctx context.Context) (publish.Input, error) {
+	in, err := f.policyInput(ctx)
+	if err != nil {
+		return publish.Input{}, err
+	}
+	f.mu.Lock()
+	rev := f.revision
+	f.mu.Unlock()
+	return publish.Input{Output: policy.Compute(in, f.policy), TopologyRevision: rev}, nil
+}
+
+// triggerOnChanges republishes on every health transition.
+func (f *fabricView) triggerOnChanges(ctx context.Context, sub *planes.Subscription) {
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-sub.C:
+			if !ok {
+				return
+			}
+			f.publisher.Trigger()
+		}
+	}
+}
+
+// follow picks up topology and drain changes made through another replica.
 func (f *fabricView) follow(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -62,13 +142,13 @@ func (f *fabricView) follow(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 			snap, err := f.inv.Current(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					f.logger.Warn("topology refresh failed", "err", err)
-				}
-				continue
+			if err == nil {
+				f.apply(snap)
+				err = f.syncDrains(ctx)
 			}
-			f.apply(snap)
+			if err != nil && ctx.Err() == nil {
+				f.logger.Warn("refresh from the database failed", "err", err)
+			}
 		}
 	}
 }

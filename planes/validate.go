@@ -9,6 +9,9 @@ import (
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
+// ValidName reports whether s is a valid plane, switch, endpoint or class name.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
 // validate checks references and uniqueness; field paths match the decoder's.
 func validate(t *Topology) []FieldError {
 	var errs []FieldError

@@ -206,3 +206,26 @@ func BenchmarkCompute4000(b *testing.B) {
 		Compute(in, DefaultConfig())
 	}
 }
+
+func TestWhatIf(t *testing.T) {
+	topo := fabric(t, 2, 3)
+	health := engineWith(t, topo, "s0:E1") // h001 already lost p0
+	in := Input{Topology: topo, Health: health}
+
+	imp := WhatIf(in, DefaultConfig(), Drain{Kind: DrainPlane, Target: "p1"})
+	if len(imp.Stranded) != 1 || imp.Stranded[0] != "h001" {
+		t.Fatalf("stranded = %v, want [h001]", imp.Stranded)
+	}
+	if len(imp.Affected) != 3 {
+		t.Fatalf("affected = %+v", imp.Affected)
+	}
+	h0 := imp.Affected[0]
+	if h0.Endpoint != "h000" || h0.CapacityBefore != 1 || h0.CapacityAfter != 0.5 || strings.Join(h0.PlanesAfter, ",") != "p0" {
+		t.Fatalf("h000 impact = %+v", h0)
+	}
+
+	imp = WhatIf(in, DefaultConfig(), Drain{Kind: DrainLink, Target: "s1:E2"})
+	if len(imp.Stranded) != 0 || len(imp.Affected) != 1 || imp.Affected[0].Endpoint != "h002" {
+		t.Fatalf("link drain impact = %+v", imp)
+	}
+}

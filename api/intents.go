@@ -1,0 +1,298 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/multiplane/multiplane/intents"
+	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/policy"
+)
+
+type drainRequest struct {
+	TargetKind policy.DrainKind `json:"target_kind"`
+	Target     string           `json:"target"`
+	Reason     string           `json:"reason"`
+}
+
+// checkTarget rejects drains of things the topology does not have.
+func checkTarget(t *planes.Topology, kind policy.DrainKind, target string) error {
+	var names []string
+	switch kind {
+	case policy.DrainPlane:
+		for _, p := range t.Planes {
+			names = append(names, p.Name)
+		}
+	case policy.DrainSwitch:
+		for _, s := range t.Switches {
+			names = append(names, s.Name)
+		}
+	case policy.DrainLink:
+		for _, l := range t.Links() {
+			names = append(names, l.Name)
+		}
+	default:
+		return badRequest("invalid_field", "target_kind", "target_kind must be plane, switch or link")
+	}
+	if target == "" {
+		return badRequest("invalid_field", "target", "target is required")
+	}
+	if !slices.Contains(names, target) {
+		return badRequest("invalid_field", "target", "the topology has no %s %q", kind, target)
+	}
+	return nil
+}
+
+func boolQuery(c *gin.Context, name string) (bool, error) {
+	v := c.Query(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("invalid_parameter", name, "%s must be true or false", name)
+	}
+	return b, nil
+}
+
+// createDrain adds a drain; ?dry_run=true only reports its impact, and a
+// drain that would strand an endpoint is refused (409) unless ?force=true.
+func (s *Server) createDrain(c *gin.Context) {
+	body, err := s.readBody(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var req drainRequest
+	if err := decodeJSON(body, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	dryRun, err := boolQuery(c, "dry_run")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	force, err := boolQuery(c, "force")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if req.Reason == "" {
+		fail(c, badRequest("invalid_field", "reason", "reason is required (it lands in the history)"))
+		return
+	}
+	in, err := s.deps.PolicyInput(c.Request.Context())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if err := checkTarget(in.Topology, req.TargetKind, req.Target); err != nil {
+		fail(c, err)
+		return
+	}
+	impact := policy.WhatIf(in, s.deps.PolicyConfig, policy.Drain{Kind: req.TargetKind, Target: req.Target})
+	if dryRun {
+		c.JSON(http.StatusOK, gin.H{"dry_run": true, "impact": impact})
+		return
+	}
+	if len(impact.Stranded) > 0 && !force {
+		fail(c, &Error{Status: http.StatusConflict, Code: "would_strand", Field: "target",
+			Message: fmt.Sprintf("draining %s %s would leave %d endpoints with no usable plane (%v); add ?force=true to drain anyway",
+				req.TargetKind, req.Target, len(impact.Stranded), head(impact.Stranded, 5)),
+			Details: impact})
+		return
+	}
+	p, _ := principal(c)
+	d, err := s.deps.Intents.AddDrain(c.Request.Context(), req.TargetKind, req.Target, req.Reason, p.Name)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	s.intentsChanged(c.Request.Context())
+	c.Set(ctxAuditDetail, gin.H{"drain_id": d.ID, "target_kind": d.Kind, "target": d.Target, "forced": force && len(impact.Stranded) > 0})
+	c.JSON(http.StatusCreated, gin.H{"drain": d, "impact": impact})
+}
+
+func head(s []string, n int) []string { return s[:min(n, len(s))] }
+
+func (s *Server) intentsChanged(ctx context.Context) {
+	if s.deps.OnIntents != nil {
+		s.deps.OnIntents(ctx)
+	}
+}
+
+func (s *Server) listDrains(c *gin.Context) {
+	all, err := boolQuery(c, "all")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ds, err := s.deps.Intents.Drains(c.Request.Context(), all)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if ds == nil {
+		ds = []intents.Drain{}
+	}
+	c.JSON(http.StatusOK, listResponse[intents.Drain]{Items: ds})
+}
+
+func (s *Server) deleteDrain(c *gin.Context) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		fail(c, badRequest("invalid_parameter", "id", "drain id must be a positive integer"))
+		return
+	}
+	p, _ := principal(c)
+	if err := s.deps.Intents.RemoveDrain(c.Request.Context(), id, p.Name); err != nil {
+		fail(c, err)
+		return
+	}
+	s.intentsChanged(c.Request.Context())
+	c.Status(http.StatusNoContent)
+}
+
+func (s *Server) listRateClasses(c *gin.Context) {
+	cs, err := s.deps.Intents.Classes(c.Request.Context())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if cs == nil {
+		cs = []policy.RateClass{}
+	}
+	c.JSON(http.StatusOK, listResponse[policy.RateClass]{Items: cs})
+}
+
+type rateClassRequest struct {
+	EgressBps  int64 `json:"egress_bps"`
+	IngressBps int64 `json:"ingress_bps"`
+	Priority   int   `json:"priority"`
+}
+
+func (s *Server) putRateClass(c *gin.Context) {
+	body, err := s.readBody(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var req rateClassRequest
+	if err := decodeJSON(body, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	name := c.Param("name")
+	switch {
+	case !planes.ValidName(name):
+		fail(c, badRequest("invalid_parameter", "name", "rate class name %q: letters, digits, '.', '_', '-'; at most 63", name))
+		return
+	case req.EgressBps < 0:
+		fail(c, badRequest("invalid_field", "egress_bps", "egress_bps must be 0 (unlimited) or positive"))
+		return
+	case req.IngressBps < 0:
+		fail(c, badRequest("invalid_field", "ingress_bps", "ingress_bps must be 0 (unlimited) or positive"))
+		return
+	}
+	rc := policy.RateClass{Name: name, EgressBps: req.EgressBps, IngressBps: req.IngressBps, Priority: req.Priority}
+	if err := s.deps.Intents.PutClass(c.Request.Context(), rc); err != nil {
+		fail(c, err)
+		return
+	}
+	s.intentsChanged(c.Request.Context())
+	c.JSON(http.StatusOK, rc)
+}
+
+func (s *Server) deleteRateClass(c *gin.Context) {
+	if err := s.deps.Intents.DeleteClass(c.Request.Context(), c.Param("name")); err != nil {
+		fail(c, err)
+		return
+	}
+	s.intentsChanged(c.Request.Context())
+	c.Status(http.StatusNoContent)
+}
+
+type assignRequest struct {
+	Class string `json:"class"`
+}
+
+func (s *Server) assignRateClass(c *gin.Context) {
+	body, err := s.readBody(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var req assignRequest
+	if err := decodeJSON(body, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	if req.Class == "" {
+		fail(c, badRequest("invalid_field", "class", "class is required (DELETE removes an assignment)"))
+		return
+	}
+	if err := s.deps.Intents.Assign(c.Request.Context(), c.Param("name"), req.Class); err != nil {
+		fail(c, err)
+		return
+	}
+	s.intentsChanged(c.Request.Context())
+	c.JSON(http.StatusOK, gin.H{"endpoint": c.Param("name"), "class": req.Class})
+}
+
+func (s *Server) unassignRateClass(c *gin.Context) {
+	if err := s.deps.Intents.Assign(c.Request.Context(), c.Param("name"), ""); err != nil {
+		fail(c, err)
+		return
+	}
+	s.intentsChanged(c.Request.Context())
+	c.Status(http.StatusNoContent)
+}
+
+// endpointPolicy computes an endpoint's path set and rate policy now.
+func (s *Server) endpointPolicy(c *gin.Context) {
+	in, err := s.deps.PolicyInput(c.Request.Context())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := policy.Compute(in, s.deps.PolicyConfig)
+	for _, ep := range out.Endpoints {
+		if ep.Endpoint == c.Param("name") {
+			c.JSON(http.StatusOK, ep)
+			return
+		}
+	}
+	fail(c, fmt.Errorf("%w: endpoint %q", planes.ErrNotFound, c.Param("name")))
+}
+
+func (s *Server) endpointStatus(c *gin.Context) {
+	st, err := s.deps.Fleet.Status(c.Request.Context(), c.Param("name"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, st)
+}
+
+func (s *Server) convergence(c *gin.Context) {
+	snap, ok := s.snapshot(c)
+	if !ok {
+		return
+	}
+	names := make([]string, len(snap.Topology.Endpoints))
+	for i, e := range snap.Topology.Endpoints {
+		names[i] = e.Name
+	}
+	v, err := s.deps.Fleet.Convergence(c.Request.Context(), names)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}

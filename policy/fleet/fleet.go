@@ -1,0 +1,123 @@
+// Package fleet reads what endpoint agents report in etcd: each agent's
+// status (under its lease) and how far the fleet converged on the
+// published generation.
+//
+//	r := fleet.New(cli)
+//	st, err := r.Status(ctx, "host-a")
+//	conv, err := r.Convergence(ctx, expected)
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/multiplane/multiplane/policy"
+)
+
+// ErrNoStatus is returned when an endpoint has no live status.
+var ErrNoStatus = errors.New("fleet: no status from this endpoint (agent not running or not connected)")
+
+// Reader reads agents' reports.
+type Reader struct{ cli *clientv3.Client }
+
+// New returns a reader.
+func New(cli *clientv3.Client) *Reader { return &Reader{cli: cli} }
+
+// Status returns an endpoint's status.
+func (r *Reader) Status(ctx context.Context, endpoint string) (policy.StatusDoc, error) {
+	var st policy.StatusDoc
+	resp, err := r.cli.Get(ctx, policy.KeyStatus(endpoint))
+	if err != nil {
+		return st, fmt.Errorf("fleet: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return st, fmt.Errorf("%w: %s", ErrNoStatus, endpoint)
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &st); err != nil {
+		return st, fmt.Errorf("fleet: status of %s: %w", endpoint, err)
+	}
+	return st, nil
+}
+
+// Laggard is an endpoint behind the target generation.
+type Laggard struct {
+	Endpoint          string   `json:"endpoint"`
+	AppliedGeneration uint64   `json:"applied_generation"`
+	Reporting         bool     `json:"reporting"` // has a live status
+	Errors            []string `json:"errors,omitempty"`
+}
+
+// View is the fleet's convergence on the published generation.
+type View struct {
+	TargetGeneration uint64    `json:"target_generation"`
+	Endpoints        int       `json:"endpoints"`
+	Applied          int       `json:"applied"`
+	Reporting        int       `json:"reporting"`
+	Laggards         []Laggard `json:"laggards"`
+}
+
+// maxLaggards bounds the list in a View.
+const maxLaggards = 100
+
+// Convergence compares the statuses with the generation key; expected are
+// the endpoints of the topology (those not reporting are laggards too).
+// An endpoint whose own document is older than the target has converged
+// once it applied its own document's generation.
+func (r *Reader) Convergence(ctx context.Context, expected []string) (View, error) {
+	v := View{Laggards: []Laggard{}}
+	resp, err := r.cli.Txn(ctx).Then(
+		clientv3.OpGet(policy.KeyGeneration),
+		clientv3.OpGet(policy.PrefixStatus, clientv3.WithPrefix()),
+		clientv3.OpGet(policy.PrefixEndpoints, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return v, fmt.Errorf("fleet: %w", err)
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		var g policy.GenerationDoc
+		if err := json.Unmarshal(kvs[0].Value, &g); err != nil {
+			return v, fmt.Errorf("fleet: generation key: %w", err)
+		}
+		v.TargetGeneration = g.Generation
+	}
+	statuses := map[string]policy.StatusDoc{}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		var st policy.StatusDoc
+		if json.Unmarshal(kv.Value, &st) == nil {
+			statuses[strings.TrimPrefix(string(kv.Key), policy.PrefixStatus)] = st
+		}
+	}
+	docGen := map[string]uint64{}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		var d struct {
+			Generation uint64 `json:"generation"`
+		}
+		if json.Unmarshal(kv.Value, &d) == nil {
+			docGen[strings.TrimPrefix(string(kv.Key), policy.PrefixEndpoints)] = d.Generation
+		}
+	}
+	names := slices.Clone(expected)
+	slices.Sort(names)
+	v.Endpoints = len(names)
+	for _, name := range names {
+		st, ok := statuses[name]
+		if ok {
+			v.Reporting++
+		}
+		need := min(docGen[name], v.TargetGeneration)
+		if ok && st.AppliedGeneration >= need && need > 0 {
+			v.Applied++
+			continue
+		}
+		if len(v.Laggards) < maxLaggards {
+			v.Laggards = append(v.Laggards, Laggard{Endpoint: name, AppliedGeneration: st.AppliedGeneration, Reporting: ok, Errors: st.Errors})
+		}
+	}
+	return v, nil
+}
