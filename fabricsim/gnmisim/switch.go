@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -183,6 +184,7 @@ func (s *Switch) loop() {
 			case <-s.stop:
 				return
 			default:
+				runtime.Gosched() // let the streams send what was published
 			}
 		} else {
 			select {
