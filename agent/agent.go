@@ -52,6 +52,10 @@ type Agent struct {
 	running atomic.Bool
 	kick    chan struct{} // refresh the status now
 
+	// Progress, for tests and diagnostics: successful reads, and the
+	// etcd revision up to which each key has been processed.
+	reads, genRev, docRev atomic.Int64
+
 	mu        sync.Mutex
 	applied   policy.EndpointDoc // valid when applied.Generation > 0
 	appliedAt time.Time
@@ -228,6 +232,9 @@ func (a *Agent) read(ctx context.Context, cli *clientv3.Client) (*watchState, in
 	} else {
 		a.onDocument(st, nil, false)
 	}
+	a.reads.Add(1)
+	a.genRev.Store(resp.Header.Revision)
+	a.docRev.Store(resp.Header.Revision)
 	return st, resp.Header.Revision, nil
 }
 
@@ -262,6 +269,13 @@ func (a *Agent) watch(ctx context.Context, cli *clientv3.Client, st *watchState,
 			}
 		}
 		a.evaluate(st)
+		if n := len(resp.Events); n > 0 {
+			if rev := resp.Events[n-1].Kv.ModRevision; isDoc {
+				a.docRev.Store(rev)
+			} else {
+				a.genRev.Store(rev)
+			}
+		}
 	}
 }
 

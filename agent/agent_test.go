@@ -1,0 +1,410 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/kv"
+	"github.com/multiplane/multiplane/kv/kvtest"
+	"github.com/multiplane/multiplane/policy"
+)
+
+const wait = 20 * time.Second
+
+// A leader that dies between its transactions leaves a document ahead of
+// the generation key: the agent holds its configuration until a later
+// generation completes.
+func TestAppliesOnlyCompleteGenerations(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
+
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	start(t, a)
+	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+
+	// Leader writes the document of generation 2, then dies before the
+	// generation key.
+	rev := putDoc(t, cli, doc("host-a", 2))
+	waitFor(t, wait, "the agent to see the document of generation 2", func() bool { return a.docRev.Load() >= rev })
+	if got := rec.generations(); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("applied %v with the generation key at 1, want only [1]", got)
+	}
+	if st := a.Status(); st.AppliedGeneration != 1 {
+		t.Fatalf("status says generation %d applied, want 1", st.AppliedGeneration)
+	}
+
+	// A new leader completes generation 3; this endpoint's document did not
+	// change since 2, so it is the one now complete.
+	putGen(t, cli, 3)
+	waitFor(t, wait, "generation 2 applied", func() bool { return rec.last() == 2 })
+
+	// The generation key moving on with the same document is a no-op.
+	rev = putGen(t, cli, 4)
+	waitFor(t, wait, "the agent to see generation 4", func() bool { return a.genRev.Load() >= rev })
+	putDoc(t, cli, doc("host-a", 5))
+	putGen(t, cli, 5)
+	waitFor(t, wait, "generation 5 applied", func() bool { return rec.last() == 5 })
+	if got := rec.generations(); !slices.Equal(got, []uint64{1, 2, 5}) {
+		t.Fatalf("applied %v, want [1 2 5]", got)
+	}
+}
+
+func TestRejectsInvalidDocumentAndKeepsTheLastGood(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	start(t, a)
+	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+
+	bad := map[string]func() string{
+		"weights": func() string {
+			d := doc("host-a", 2)
+			d.PathSet.Planes[0].Weight = 0.9
+			return mustJSON(t, d)
+		},
+		"other endpoint": func() string { return mustJSON(t, doc("host-b", 3)) },
+		"plane out of range": func() string {
+			d := doc("host-a", 4)
+			d.PathSet.Planes[3].Index = 7
+			return mustJSON(t, d)
+		},
+		"not json": func() string { return `{"generation": 5, "endpoint": "host-a", "path_set":` },
+	}
+	gen := uint64(10)
+	for name, value := range bad {
+		t.Run(name, func(t *testing.T) {
+			gen++
+			rev := putRaw(t, cli, policy.KeyEndpoint("host-a"), value())
+			putGen(t, cli, gen)
+			waitFor(t, wait, "the rejection in the status in etcd", func() bool {
+				st, _, ok := getStatus(t, cli, "host-a")
+				return ok && a.docRev.Load() >= rev && len(st.Errors) > 0 && strings.Contains(st.Errors[0], "rejected")
+			})
+			st := a.Status()
+			if st.AppliedGeneration != 1 || rec.last() != 1 {
+				t.Fatalf("applied %v, status generation %d: want 1 kept", rec.generations(), st.AppliedGeneration)
+			}
+			if !strings.Contains(strings.Join(st.Errors, ";"), policy.ErrInvalidDocument.Error()) {
+				t.Fatalf("status errors %q do not say the document is invalid", st.Errors)
+			}
+		})
+	}
+
+	putDoc(t, cli, doc("host-a", 20))
+	putGen(t, cli, 20)
+	waitFor(t, wait, "generation 20 applied with no error left", func() bool {
+		st, _, ok := getStatus(t, cli, "host-a")
+		return ok && st.AppliedGeneration == 20 && len(st.Errors) == 0
+	})
+	if got := rec.generations(); !slices.Equal(got, []uint64{1, 20}) {
+		t.Fatalf("applied %v, want [1 20]", got)
+	}
+}
+
+func TestApplierFailureKeepsTheLastGood(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, Planes: 4}, rec)
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	start(t, a)
+	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+
+	rec.mu.Lock()
+	rec.fail = errors.New("transport: invalid path set: plane 9")
+	rec.mu.Unlock()
+	putDoc(t, cli, doc("host-a", 2))
+	putGen(t, cli, 2)
+	waitFor(t, wait, "the apply error in the status", func() bool {
+		st, _, ok := getStatus(t, cli, "host-a")
+		return ok && len(st.Errors) == 1 && strings.Contains(st.Errors[0], "plane 9") && st.AppliedGeneration == 1
+	})
+
+	rec.mu.Lock()
+	rec.fail = nil
+	rec.mu.Unlock()
+	putDoc(t, cli, doc("host-a", 3))
+	putGen(t, cli, 3)
+	waitFor(t, wait, "generation 3 applied", func() bool { return rec.last() == 3 && len(a.Status().Errors) == 0 })
+}
+
+// The agent's connection to etcd is cut; meanwhile two generations are
+// published and the history compacted past the agent's revision. When the
+// connection returns, the agent re-reads and applies the latest.
+func TestSurvivesCompactionWhileDisconnected(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	proxy := newCutProxy(t, s.Endpoints()[0])
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", EtcdEndpoints: []string{proxy.URL()}, EtcdDialTimeout: time.Second, Planes: 4}, rec)
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	start(t, a)
+	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	reads := a.reads.Load()
+
+	proxy.Cut()
+	putDoc(t, cli, doc("host-a", 2))
+	putGen(t, cli, 2)
+	putDoc(t, cli, doc("host-a", 3))
+	rev := putGen(t, cli, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Resume()
+
+	t0 := time.Now()
+	waitFor(t, wait, "generation 3 applied after the reconnect", func() bool { return rec.last() == 3 })
+	t.Logf("applied the latest generation %v after the connection returned", time.Since(t0).Round(time.Millisecond))
+	if got := rec.generations(); !slices.Equal(got, []uint64{1, 3}) {
+		t.Fatalf("applied %v, want [1 3]", got)
+	}
+	if a.reads.Load() <= reads {
+		t.Fatal("the agent did not re-read after the compaction")
+	}
+
+	// And it keeps following from the new revision.
+	putDoc(t, cli, doc("host-a", 4))
+	putGen(t, cli, 4)
+	waitFor(t, wait, "generation 4 applied", func() bool { return rec.last() == 4 })
+}
+
+// A cut connection without compaction: the watch resumes from its revision
+// and delivers what was written meanwhile.
+func TestReconnectDoesNotMissUpdates(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	proxy := newCutProxy(t, s.Endpoints()[0])
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", EtcdEndpoints: []string{proxy.URL()}, EtcdDialTimeout: time.Second, Planes: 4}, rec)
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	start(t, a)
+	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+
+	for gen := uint64(2); gen <= 3; gen++ {
+		proxy.Cut()
+		putDoc(t, cli, doc("host-a", gen))
+		putGen(t, cli, gen)
+		proxy.Resume()
+		waitFor(t, wait, "the update written while disconnected", func() bool { return rec.last() == gen })
+	}
+	if got := rec.generations(); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("applied %v, want [1 2 3]", got)
+	}
+}
+
+// An agent restarted while etcd is down comes up on its last known good
+// document; when etcd returns it follows it again.
+func TestRestartsOnLastKnownGoodWithEtcdDown(t *testing.T) {
+	ctx := testenv.Context(t)
+	etcdDir, stateDir := t.TempDir(), t.TempDir()
+	var endpoints []string
+	startEtcd := func() (closeEtcd func()) {
+		emb, err := kv.StartEmbedded(ctx, etcdDir, testenv.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		endpoints = emb.Endpoints()
+		var once sync.Once
+		closeEtcd = func() { once.Do(emb.Close) }
+		t.Cleanup(closeEtcd)
+		return closeEtcd
+	}
+	closeEtcd := startEtcd()
+	cli := newClient(t, endpoints)
+
+	putDoc(t, cli, doc("host-a", 7))
+	putGen(t, cli, 7)
+	rec := &recorder{}
+	cfg := Config{Endpoint: "host-a", EtcdEndpoints: endpoints, EtcdDialTimeout: time.Second, StateDir: stateDir, Planes: 4}
+	stop := start(t, newAgent(t, cfg, rec))
+	waitFor(t, wait, "generation 7 applied", func() bool { return rec.last() == 7 })
+	waitFor(t, wait, "the last-known-good file", func() bool {
+		_, ok, err := loadLKG(LKGPath(stateDir, "host-a"), "host-a", 4)
+		return ok && err == nil
+	})
+	stop()
+	closeEtcd()
+
+	rec2 := &recorder{}
+	hook := make(chan uint64, 10)
+	cfg.OnApplied = func(gen uint64, _ time.Time) { hook <- gen }
+	a2 := newAgent(t, cfg, rec2)
+	t0 := time.Now()
+	stop = start(t, a2)
+	waitFor(t, wait, "the last-known-good applied with etcd down", func() bool { return rec2.last() == 7 })
+	t.Logf("last-known-good applied %v after start, etcd down", time.Since(t0).Round(time.Microsecond))
+	if st := a2.Status(); st.Source != SourceLKG || st.AppliedGeneration != 7 {
+		t.Fatalf("status %+v, want generation 7 from %s", st, SourceLKG)
+	}
+
+	closeEtcd = startEtcd()
+	waitFor(t, wait, "the status reported once etcd is back", func() bool {
+		st, _, ok := getStatus(t, cli, "host-a")
+		return ok && st.AppliedGeneration == 7 && st.Source == SourceEtcd
+	})
+	putDoc(t, cli, doc("host-a", 8))
+	putGen(t, cli, 8)
+	waitFor(t, wait, "generation 8 applied", func() bool { return rec2.last() == 8 })
+	if got := rec2.generations(); !slices.Equal(got, []uint64{7, 8}) {
+		t.Fatalf("applied %v, want [7 8] (the same generation from etcd is a no-op)", got)
+	}
+	if len(hook) != 2 || <-hook != 7 || <-hook != 8 {
+		t.Fatal("OnApplied was not called once for 7 and once for 8")
+	}
+	stop()
+	closeEtcd()
+}
+
+func newClient(t testing.TB, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func TestCorruptLastKnownGoodIsIgnored(t *testing.T) {
+	other := doc("host-b", 3)
+	mismatch := doc("host-a", 3)
+	cases := map[string]string{
+		"garbage":        "\x00\x01not json",
+		"truncated":      `{"generation": 3, "document": {"generation": 3, "endpoint": "host-a", "path_set": {"planes": [`,
+		"other endpoint": mustJSON(t, lkgFile{Generation: 3, Document: other}),
+		"generation":     mustJSON(t, lkgFile{Generation: 4, Document: mismatch}),
+		"invalid":        mustJSON(t, lkgFile{Generation: 1, Document: policy.EndpointDoc{Generation: 1, Endpoint: "host-a"}}),
+	}
+	for name, content := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(LKGPath(dir, "host-a"), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rec := &recorder{}
+			// etcd is unreachable: nothing but the file could be applied.
+			a := newAgent(t, Config{Endpoint: "host-a", EtcdEndpoints: []string{"http://127.0.0.1:1"}, EtcdDialTimeout: 200 * time.Millisecond, StateDir: dir, Planes: 4}, rec)
+			start(t, a)
+			waitFor(t, wait, "the error in the status", func() bool { return len(a.Status().Errors) > 0 })
+			st := a.Status()
+			if !strings.Contains(st.Errors[0], ErrCorruptLKG.Error()) {
+				t.Fatalf("status errors %q", st.Errors)
+			}
+			if st.AppliedGeneration != 0 || len(rec.generations()) != 0 {
+				t.Fatalf("applied %v from a corrupt file", rec.generations())
+			}
+		})
+	}
+
+	t.Run("replaced from etcd", func(t *testing.T) {
+		s := kvtest.New(t)
+		dir := t.TempDir()
+		path := LKGPath(dir, "host-a")
+		if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		putDoc(t, s.Client, doc("host-a", 2))
+		putGen(t, s.Client, 2)
+		rec := &recorder{}
+		a := newAgent(t, Config{Endpoint: "host-a", Client: s.Client, StateDir: dir, Planes: 4}, rec)
+		start(t, a)
+		waitFor(t, wait, "generation 2 applied and saved", func() bool {
+			d, ok, err := loadLKG(path, "host-a", 4)
+			return err == nil && ok && d.Generation == 2 && len(a.Status().Errors) == 0
+		})
+		if m, _ := filepath.Glob(filepath.Join(dir, "*.tmp*")); len(m) > 0 {
+			t.Fatalf("temporary files left: %v", m)
+		}
+	})
+}
+
+// The status lives under the agent's lease: present while it runs, gone
+// when it stops, back when it starts again or when the lease is lost.
+func TestStatusUnderLease(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	rec := &recorder{}
+	cfg := Config{Endpoint: "host-a", EtcdEndpoints: s.Endpoints(), Planes: 4, Version: "test-1"}
+	stop := start(t, newAgent(t, cfg, rec))
+	var lease int64
+	waitFor(t, wait, "the status", func() bool {
+		st, l, ok := getStatus(t, cli, "host-a")
+		lease = l
+		return ok && st.AppliedGeneration == 1
+	})
+	st, _, _ := getStatus(t, cli, "host-a")
+	if st.Source != SourceEtcd || st.Version != "test-1" || len(st.Paths) != 1 || st.Paths[0].TxBytes != 10 || st.AppliedAt.IsZero() || lease == 0 {
+		t.Fatalf("status %+v under lease %x", st, lease)
+	}
+
+	// The lease is lost (as after etcd was away longer than the TTL): the
+	// agent grants a new one and the status comes back.
+	ctx := testenv.Context(t)
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, wait, "the status under a new lease", func() bool {
+		_, l, ok := getStatus(t, cli, "host-a")
+		return ok && l != lease
+	})
+
+	stop()
+	if _, _, ok := getStatus(t, cli, "host-a"); ok {
+		t.Fatal("status still present after the agent stopped")
+	}
+
+	start(t, newAgent(t, cfg, rec))
+	waitFor(t, wait, "the status after a restart", func() bool {
+		_, _, ok := getStatus(t, cli, "host-a")
+		return ok
+	})
+}
+
+func TestConfigDefaultsAndFlags(t *testing.T) {
+	var c Config
+	fs := newFlagSet()
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--name", "host-a", "--etcd-endpoints", "http://a:2379, http://b:2379", "--planes", "8", "--state-dir", "/tmp/x"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := c.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Endpoint != "host-a" || !slices.Equal(c.EtcdEndpoints, []string{"http://a:2379", "http://b:2379"}) || c.Planes != 8 ||
+		c.StatusInterval != DefaultStatusInterval || c.LeaseTTL != DefaultLeaseTTL || c.Version == "" {
+		t.Fatalf("config %+v", c)
+	}
+	for name, bad := range map[string]Config{
+		"no etcd":   {Endpoint: "x"},
+		"slash":     {Endpoint: "a/b", EtcdEndpoints: []string{"x"}},
+		"short ttl": {Endpoint: "a", EtcdEndpoints: []string{"x"}, LeaseTTL: time.Second},
+	} {
+		if _, err := bad.withDefaults(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: err = %v, want ErrConfig", name, err)
+		}
+	}
+}

@@ -1,0 +1,258 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/policy"
+)
+
+// recorder is an Applier that records what it is given.
+type recorder struct {
+	mu      sync.Mutex
+	applied []policy.EndpointDoc
+	fail    error // returned by Apply when set
+}
+
+func (r *recorder) Apply(doc policy.EndpointDoc) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.applied = append(r.applied, doc)
+	return nil
+}
+
+func (r *recorder) Stats() []policy.PathStatus {
+	return []policy.PathStatus{{Plane: "p0", TxBytes: 10, RxBytes: 20, Retransmits: 1}}
+}
+
+// generations lists the generations applied, in order.
+func (r *recorder) generations() []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]uint64, len(r.applied))
+	for i, d := range r.applied {
+		out[i] = d.Generation
+	}
+	return out
+}
+
+func (r *recorder) last() uint64 {
+	g := r.generations()
+	if len(g) == 0 {
+		return 0
+	}
+	return g[len(g)-1]
+}
+
+// doc returns a valid 4-plane document for endpoint at gen.
+func doc(endpoint string, gen uint64) policy.EndpointDoc {
+	d := policy.EndpointDoc{Generation: gen, Endpoint: endpoint, RatePolicy: policy.RatePolicy{Class: "default"}}
+	for i := 0; i < 4; i++ {
+		d.PathSet.Planes = append(d.PathSet.Planes, policy.PlanePath{
+			Plane: fmt.Sprintf("p%d", i), Index: i, Address: fmt.Sprintf("10.77.%d.1", i), Weight: 0.25, Entropy: 4,
+		})
+	}
+	return d
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// putDoc writes an endpoint document and returns its revision.
+func putDoc(t testing.TB, cli *clientv3.Client, d policy.EndpointDoc) int64 {
+	t.Helper()
+	return putRaw(t, cli, policy.KeyEndpoint(d.Endpoint), mustJSON(t, d))
+}
+
+func putGen(t testing.TB, cli *clientv3.Client, gen uint64) int64 {
+	t.Helper()
+	return putRaw(t, cli, policy.KeyGeneration, mustJSON(t, policy.GenerationDoc{Generation: gen, ComputedAt: time.Now(), Leader: "test"}))
+}
+
+func putRaw(t testing.TB, cli *clientv3.Client, key, value string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Put(ctx, key, value)
+	if err != nil {
+		t.Fatalf("put %s: %v", key, err)
+	}
+	return resp.Header.Revision
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for a condition
+	}
+}
+
+// start runs a in the background until the test ends or stop is called.
+func start(t testing.TB, a *Agent) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Errorf("agent %s did not stop", a.Endpoint())
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newAgent(t testing.TB, cfg Config, ap Applier) *Agent {
+	t.Helper()
+	if cfg.StatusInterval == 0 {
+		cfg.StatusInterval = 200 * time.Millisecond
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 2 * time.Second
+	}
+	a, err := New(cfg, ap, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// getStatus reads the agent's status from etcd; ok is false when absent.
+func getStatus(t testing.TB, cli *clientv3.Client, name string) (policy.StatusDoc, int64, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, policy.KeyStatus(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s policy.StatusDoc
+	if len(resp.Kvs) == 0 {
+		return s, 0, false
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &s); err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	return s, resp.Kvs[0].Lease, true
+}
+
+// cutProxy is a loopback TCP proxy in front of etcd that a test can cut
+// (every connection closed, new ones refused) and resume: a real network
+// fault between an agent and a running etcd.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+func newCutProxy(t testing.TB, targetURL string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: strings.TrimPrefix(targetURL, "http://"), conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.Cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+func (p *cutProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *cutProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// Cut closes every connection and refuses new ones until Resume.
+func (p *cutProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+func (p *cutProxy) Resume() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("test", flag.ContinueOnError) }
