@@ -153,6 +153,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	evStore := events.New(db.Pool())
 	intentStore := intents.New(db.Pool())
 	publisher := publish.New(kvs.Client, cfg.Publish, logger.With("component", "publish"))
+	reg.MustRegister(publisher.Collector())
 	fabric, err := newFabricView(ctx, fabricDeps{inv: inv, engine: engine, events: evStore, intents: intentStore,
 		publisher: publisher, policy: cfg.Policy}, logger)
 	if err != nil {
