@@ -128,6 +128,16 @@ func TestTimeoutBackoff(t *testing.T) {
 	if p.ConsecutiveTimeouts() != 1 {
 		t.Fatal("consecutive timeouts")
 	}
+	// Packet 0 (declared lost by the timeout) is acknowledged after all:
+	// the timeout was spurious and the window comes back.
+	var rp ReceivedPath
+	rp.OnPacket(0, false)
+	var blk wire.PathAck
+	rp.FillAck(1, 4, &blk)
+	p.OnAck(d1, &blk, 0, rec)
+	if st := p.Stats(); st.SpuriousTimeouts != 1 || st.CongestionWindow != 1<<30 || p.ConsecutiveTimeouts() != 0 {
+		t.Fatalf("after spurious timeout: %+v", st)
+	}
 }
 
 func TestReceivedWindowBeyondHole(t *testing.T) {

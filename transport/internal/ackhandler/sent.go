@@ -58,6 +58,7 @@ type PathStats struct {
 	PacketsLost                  uint64
 	SpuriousLosses               uint64
 	Timeouts                     uint64
+	SpuriousTimeouts             uint64
 	ECNMarks                     uint64
 	SmoothedRTT, MinRTT, RTO     time.Duration
 	CongestionWindow, BytesInFly protocol.ByteCount
@@ -81,7 +82,10 @@ type SentPath struct {
 	lastCE       uint32
 	lastProgress time.Time
 	backoff      uint
-	stats        PathStats
+	// packets [rtoFirst, rtoEnd) were declared lost by the last timeout
+	rtoFirst, rtoEnd protocol.PacketNumber
+	rtoPending       bool
+	stats            PathStats
 }
 
 // NewSentPath returns a tracker for a path.
@@ -168,6 +172,11 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duratio
 			p.stats.SpuriousLosses++
 			e.state = stateAcked
 			spurious += e.size
+			if p.rtoPending && !before(pn, p.rtoFirst) && before(pn, p.rtoEnd) {
+				p.rtoPending = false
+				p.stats.SpuriousTimeouts++
+				p.CC.OnSpuriousTimeout(now)
+			}
 			h.OnAcked(e.ref, e.size, true)
 		}
 	}
@@ -272,6 +281,7 @@ func (p *SentPath) OnTimeout(now time.Time, h Handler) int {
 		return 0
 	}
 	n := 0
+	p.rtoFirst, p.rtoEnd, p.rtoPending = p.base, p.next, true
 	for pn := p.base; pn != p.next; pn++ {
 		if e := p.at(pn); e.state == stateInFlight {
 			p.markLost(now, e, h)

@@ -40,6 +40,9 @@ type SendAlgorithm interface {
 	OnECN(now time.Time, marked int)
 	// OnRetransmissionTimeout records a retransmission timeout.
 	OnRetransmissionTimeout(now time.Time)
+	// OnSpuriousTimeout reports that the last timeout was spurious (a
+	// packet it declared lost was acknowledged): the window is restored.
+	OnSpuriousTimeout(now time.Time)
 	// CanSend reports whether the window allows another packet.
 	CanSend(bytesInFlight protocol.ByteCount) bool
 	// CongestionWindow returns the current window.

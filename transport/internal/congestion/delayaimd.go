@@ -47,6 +47,8 @@ type DelayAIMD struct {
 	roundEnd  time.Time
 	roundAck  int
 	roundLoss int
+	// window before the last timeout, restored if it proves spurious
+	preRTOCwnd, preRTOSsthresh protocol.ByteCount
 }
 
 var _ SendAlgorithm = (*DelayAIMD)(nil)
@@ -154,12 +156,23 @@ func (c *DelayAIMD) OnECN(now time.Time, marked int) {
 
 // OnRetransmissionTimeout implements SendAlgorithm.
 func (c *DelayAIMD) OnRetransmissionTimeout(now time.Time) {
+	if c.cwnd > c.preRTOCwnd || c.cwnd > c.cfg.MinWindow {
+		c.preRTOCwnd, c.preRTOSsthresh = c.cwnd, c.ssthresh
+	}
 	c.ssthresh = c.cwnd / 2
 	if c.ssthresh < c.cfg.MinWindow {
 		c.ssthresh = c.cfg.MinWindow
 	}
 	c.cwnd = c.cfg.MinWindow
 	c.lastCut = now
+}
+
+// OnSpuriousTimeout implements SendAlgorithm.
+func (c *DelayAIMD) OnSpuriousTimeout(time.Time) {
+	if c.preRTOCwnd > c.cwnd {
+		c.cwnd, c.ssthresh = c.preRTOCwnd, c.preRTOSsthresh
+	}
+	c.preRTOCwnd = 0
 }
 
 // CanSend implements SendAlgorithm.

@@ -1,0 +1,162 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/multiplane/multiplane/fabricsim/userspace"
+	"github.com/multiplane/multiplane/internal/testenv"
+)
+
+func TestGarbageDatagramsCountedAndDropped(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(2)})
+	b := listenT(t, Config{Local: loopbackAddrs(2)})
+	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+	u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	rng := rand.New(rand.NewPCG(1, 1))
+	const n = 500
+	for i := 0; i < n; i++ {
+		buf := make([]byte, rng.IntN(1500))
+		for j := range buf {
+			buf[j] = byte(rng.Uint32())
+		}
+		if len(buf) > 0 && i%2 == 0 {
+			buf[0] = 1 // right version, so parsing goes further
+		}
+		if _, err := u.WriteToUDPAddrPort(buf, b.LocalAddrs()[i%2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Stats().Garbage < n*9/10 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if g := b.Stats().Garbage; g < n*9/10 {
+		t.Fatalf("garbage counted %d of %d", g, n)
+	}
+	// The connection still works.
+	transfer(t, ctx, ca, cb, 10, 10000, 2)
+}
+
+func TestBackpressure(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(2), SendBuffer: 256 << 10})
+	b := listenT(t, Config{Local: loopbackAddrs(2), ReceiveWindow: 128 << 10})
+	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+	msg := make([]byte, 64<<10)
+	// The receiver does not read: credit (128 KiB) and send buffer (256 KiB)
+	// fill up and SendAsync blocks until its context ends.
+	var comps []*Completion
+	var blocked error
+	for i := 0; i < 20; i++ {
+		sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		c, err := ca.SendAsync(sctx, msg)
+		cancel()
+		if err != nil {
+			blocked = err
+			break
+		}
+		comps = append(comps, c)
+	}
+	if !errors.Is(blocked, context.DeadlineExceeded) || len(comps) > 6 {
+		t.Fatalf("SendAsync did not block: %d queued, err %v", len(comps), blocked)
+	}
+	st := ca.Stats()
+	if st.BytesAcked > 128<<10+64<<10 {
+		t.Fatalf("sender got past the receive window: %d bytes acknowledged", st.BytesAcked)
+	}
+	// Reading releases everything.
+	for range comps {
+		if _, err := cb.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range comps {
+		if err := c.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRateGrant(t *testing.T) {
+	ctx := testenv.Context(t)
+	const budget = 10e6 // bytes/s
+	a := listenT(t, Config{Local: loopbackAddrs(2)})
+	b := listenT(t, Config{Local: loopbackAddrs(2), IngressBudget: budget})
+	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+	el := transfer(t, ctx, ca, cb, 40, 100000, 4) // ~3 MB
+	rate := float64(cb.Stats().BytesReceived) / el.Seconds()
+	t.Logf("granted %.1f MB/s, got %.1f MB/s", budget/1e6, rate/1e6)
+	if rate > 1.3*budget {
+		t.Fatalf("rate %.1f MB/s exceeds the grant %.1f MB/s", rate/1e6, budget/1e6)
+	}
+}
+
+func TestPeerFailureReported(t *testing.T) {
+	fp := startFabric(t, planesOf(2, userspace.PlaneConfig{RateBps: 20e6}), Config{PeerTimeout: 300 * time.Millisecond, PollMode: PollBlocking})
+	ctx := testenv.Context(t)
+	fp.f.SetUp(0, false)
+	fp.f.SetUp(1, false)
+	start := time.Now()
+	err := fp.ca.Send(ctx, make([]byte, 1<<20))
+	if !errors.Is(err, ErrPeerUnreachable) {
+		t.Fatalf("send on a dead fabric: %v", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("failure reported after %v", el)
+	}
+	if _, err := fp.cb.Recv(ctx); !errors.Is(err, ErrPeerUnreachable) {
+		t.Fatalf("recv on the other side: %v", err)
+	}
+}
+
+func TestSetPathSetAtRuntime(t *testing.T) {
+	fp := startFabric(t, planesOf(4, userspace.PlaneConfig{RateBps: 40e6}), Config{PollMode: PollBlocking})
+	ctx := testenv.Context(t)
+	if err := fp.a.SetPathSet(PathSet{Planes: []PlanePaths{{Plane: 5, Weight: 1}}}); !errors.Is(err, ErrInvalidPathSet) {
+		t.Fatalf("bad path set accepted: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		transfer(t, ctx, fp.ca, fp.cb, 150, 32<<10, 4)
+	}()
+	// Drain planes 0 and 1 mid-transfer; plane 2 gets 3 entropy paths.
+	deadline := time.Now().Add(5 * time.Second)
+	for fp.ca.Stats().MessagesSent < 20 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	err := fp.a.SetPathSet(PathSet{Generation: 2, Planes: []PlanePaths{
+		{Plane: 0, Weight: 0}, {Plane: 1, Weight: 0}, {Plane: 2, Weight: 1, Entropy: 3}, {Plane: 3, Weight: 1},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fp.ca.Stats()
+	<-done
+	after := fp.ca.Stats()
+	for _, p := range []int{0, 1} {
+		// At most what was already committed to the drained planes.
+		if d := after.Planes[p].PacketsSent - before.Planes[p].PacketsSent; d > 64 {
+			t.Errorf("plane %d got %d packets after it was drained", p, d)
+		}
+	}
+	paths := 0
+	for _, ps := range after.Paths {
+		if ps.Plane == 2 && ps.PacketsSent > 0 {
+			paths++
+		}
+	}
+	if paths != 3 || after.PathSetGeneration != 2 {
+		t.Fatalf("plane 2 used %d paths, generation %d", paths, after.PathSetGeneration)
+	}
+}
