@@ -53,6 +53,8 @@ type Config struct {
 	ConnectTimeout time.Duration // client retries connecting this long
 	Interval       time.Duration // progress line interval
 	Timeout        time.Duration // server: give up when no session completes in this long (0 = never)
+	MTU            int           // multipath/gbn: link MTU, datagrams are at most MTU-28 bytes
+	Poll           string        // multipath/gbn: poll mode (adaptive, busy, blocking; "" = transport default)
 }
 
 // RegisterFlags registers the flags with their defaults. Environment
@@ -71,6 +73,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object with the result as the last line of stdout")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", 10*time.Second, "client: keep retrying to connect this long (the server may still be starting)")
 	fs.DurationVar(&c.Interval, "interval", time.Second, "progress line interval on stderr (0 = none)")
+	fs.IntVar(&c.MTU, "mtu", 1500, "multipath/gbn: link MTU; datagrams carry at most MTU-28 bytes")
+	fs.StringVar(&c.Poll, "poll", "", "multipath/gbn: poll mode adaptive | busy | blocking (default: the transport's, adaptive)")
 	fs.DurationVar(&c.Timeout, "timeout", 0, "server: fail if no run completes in this long (0 = wait forever)")
 }
 
@@ -97,6 +101,8 @@ func (c *Config) Validate() error {
 		return bad("-s %d: want %d..%d", c.Size, HeaderLen, MaxMessage)
 	case c.Duration < 0 || (c.Duration == 0 && c.Iterations < 1):
 		return bad("-D %v / -n %d: give a positive duration or iteration count", c.Duration, c.Iterations)
+	case c.MTU != 0 && (c.MTU < 576 || c.MTU > 65535):
+		return bad("--mtu %d: want 576..65535", c.MTU)
 	case c.Conns < 1 || c.Conns > 1024:
 		return bad("-q %d: want 1..1024", c.Conns)
 	}

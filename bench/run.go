@@ -24,6 +24,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
+	if cl, ok := tr.(io.Closer); ok {
+		defer cl.Close()
+	}
 	var r Result
 	if cfg.Role == RoleServer {
 		r, err = runServer(ctx, &cfg, tr, stderr)

@@ -291,7 +291,7 @@ func addrs(f *netns.Fabric, h int) string {
 // runOnce runs one server and one client and returns the client's result.
 func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, mode bench.Mode) (*bench.Result, error) {
 	port := "18515"
-	common := []string{"--mode", string(mode), "--port", port, "--interval", "0"}
+	common := []string{"--mode", string(mode), "--port", port, "--interval", "0", "--mtu", strconv.Itoa(f.MTU())}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration+90*time.Second)
 	defer cancel()
 	srv := f.Command(ctx, 1, cfg.Endpoint, append([]string{"bench", "server", "--bind", addrs(f, 1),
