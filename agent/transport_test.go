@@ -1,0 +1,136 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/kv/kvtest"
+	"github.com/multiplane/multiplane/transport"
+)
+
+func listenTransport(t *testing.T, planes int) *transport.Transport {
+	t.Helper()
+	local := make([]netip.AddrPort, planes)
+	for i := range local {
+		local[i] = netip.MustParseAddrPort("127.0.0.1:0")
+	}
+	tr, err := transport.Listen(transport.Config{Local: local, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// dialPair connects a to b and returns a's side.
+func dialPair(t *testing.T, ctx context.Context, a, b *transport.Transport) *transport.Conn {
+	t.Helper()
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := b.Accept(ctx)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+		accepted <- err
+	}()
+	c, err := a.Dial(ctx, b.LocalAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// activePlanes lists the planes with active paths and their path counts.
+func activePlanes(c *transport.Conn) map[int]int {
+	out := map[int]int{}
+	for _, p := range c.Stats().Paths {
+		if p.Active {
+			out[p.Plane]++
+		}
+	}
+	return out
+}
+
+// The agent drives a running transport from etcd: a published document
+// becomes the live connection's path set.
+func TestTransportApplierFromEtcd(t *testing.T) {
+	ctx := testenv.Context(t)
+	s := kvtest.New(t)
+	a, b := listenTransport(t, 4), listenTransport(t, 4)
+	conn := dialPair(t, ctx, a, b)
+	ap := NewTransportApplier(a)
+
+	ag := newAgent(t, Config{Endpoint: "host-a", Client: s.Client}, ap) // planes from the transport
+	if ag.planes != 4 {
+		t.Fatalf("agent validates against %d planes, want the transport's 4", ag.planes)
+	}
+	d := doc("host-a", 3)
+	d.PathSet.Planes = slices.Delete(d.PathSet.Planes, 1, 2) // plane p1 is down
+	for i := range d.PathSet.Planes {
+		d.PathSet.Planes[i].Weight = 1.0 / 3
+		d.PathSet.Planes[i].Entropy = 2
+	}
+	putDoc(t, s.Client, d)
+	putGen(t, s.Client, 3)
+	start(t, ag)
+	waitFor(t, wait, "the connection on generation 3", func() bool { return conn.Stats().PathSetGeneration == 3 })
+	if got := activePlanes(conn); len(got) != 3 || got[0] != 2 || got[2] != 2 || got[3] != 2 {
+		t.Fatalf("active paths per plane %v, want 2 on each of planes 0, 2, 3", got)
+	}
+	st := ag.Status()
+	if len(st.Paths) != 4 || st.Paths[0].Plane != "p0" || st.Paths[1].Plane != "1" || st.Paths[3].Plane != "p3" {
+		t.Fatalf("status paths %+v", st.Paths)
+	}
+	if len(st.Errors) != 0 {
+		t.Fatalf("status errors %q with no rate limits", st.Errors)
+	}
+
+	if _, ok := any(a).(RateSetter); ok {
+		return // the transport takes rates at runtime now
+	}
+	// A rate policy the transport cannot take at runtime: the path set is
+	// applied and the rates are reported.
+	d = doc("host-a", 4)
+	d.RatePolicy.EgressBps = 100e9
+	d.RatePolicy.PlaneCaps = map[string]int64{"p1": 25e9}
+	putDoc(t, s.Client, d)
+	putGen(t, s.Client, 4)
+	waitFor(t, wait, "the connection on generation 4", func() bool { return conn.Stats().PathSetGeneration == 4 })
+	waitFor(t, wait, "the rates reported", func() bool { return len(ag.Status().Errors) == 1 })
+	if e := ag.Status().Errors[0]; !strings.Contains(e, "egress cap 100000000000 bps") || !strings.Contains(e, "p1=25000000000") {
+		t.Fatalf("status error %q does not name the rates not applied", e)
+	}
+	if st := ag.Status(); st.AppliedGeneration != 4 {
+		t.Fatalf("applied generation %d, want 4 (path set applied, rates reported)", st.AppliedGeneration)
+	}
+}
+
+func TestTransportApplierRejectsWhatTheTransportCannotUse(t *testing.T) {
+	tr := listenTransport(t, 2)
+	ap := NewTransportApplier(tr)
+	d := doc("host-a", 1) // 4 planes on a 2-plane transport
+	if err := ap.Apply(d); !errors.Is(err, transport.ErrInvalidPathSet) {
+		t.Fatalf("Apply = %v, want ErrInvalidPathSet", err)
+	}
+	d.PathSet.Planes = d.PathSet.Planes[:2]
+	d.PathSet.Planes[0].Weight, d.PathSet.Planes[1].Weight = 0.5, 0.5
+	if err := ap.Apply(d); err != nil {
+		t.Fatal(err)
+	}
+	d.RatePolicy.IngressBps = 8e9
+	if _, ok := any(tr).(RateSetter); ok {
+		return
+	}
+	if err := ap.Apply(d); !errors.Is(err, ErrNotEnforced) {
+		t.Fatalf("Apply = %v, want ErrNotEnforced", err)
+	}
+}
