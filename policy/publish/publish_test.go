@@ -180,7 +180,7 @@ func TestCrashMidUpdateIsCompletedByNextLeader(t *testing.T) {
 		next.Endpoints[i].Rate.EgressBps = 1e9
 	}
 	src.set(next)
-	a.CrashAfterTxns(4) // 64 writes: the directory, then h000..h013
+	a.CrashAfterTxns(2) // 32 writes: directory/h000, then endpoints h000..h030
 	a.Trigger()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
