@@ -1,10 +1,252 @@
 package bench
 
-import "fmt"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
 
-// newTransportMode adapts package transport (modes multipath and gbn).
-// Package transport has no public API yet; until it does these modes fail
-// with ErrModeUnavailable rather than measure anything else.
-func newTransportMode(m Mode) (Transport, error) {
-	return nil, fmt.Errorf("%w: %q needs package transport's public API, not merged yet; use --mode mptcp or tcp", ErrModeUnavailable, m)
+	"github.com/multiplane/multiplane/transport"
+)
+
+// mpTransport adapts package transport: mode multipath (sprayed over every
+// plane, selective resend) or gbn (its go-back-N single-path baseline).
+// Both sides bind --bind[i]:--port on each plane (the client's -q
+// connections share one endpoint); the client dials --peer[i]:--port.
+type mpTransport struct {
+	mode transport.Mode
+
+	mu     sync.Mutex
+	ts     []*transport.Transport
+	client *transport.Transport
+	conns  []*transport.Conn
 }
+
+// window is how many messages a connection keeps in flight (SendAsync):
+// enough to fill the planes, bounded so memory stays at window × size.
+const window = 64
+
+func newTransportMode(m Mode) (Transport, error) {
+	mode := transport.ModeMultipath
+	if m == ModeGBN {
+		mode = transport.ModeGBN
+	}
+	return &mpTransport{mode: mode}, nil
+}
+
+func (t *mpTransport) config(cfg *Config, port int) (transport.Config, error) {
+	mtu := cfg.MTU
+	if mtu == 0 {
+		mtu = 1500
+	}
+	tc := transport.Config{Mode: t.mode, MaxDatagramSize: transport.ByteCount(mtu - 28)}
+	if cfg.Poll != "" {
+		pm, err := transport.ParsePollMode(cfg.Poll)
+		if err != nil {
+			return tc, fmt.Errorf("%w: --poll: %v", ErrUsage, err)
+		}
+		tc.PollMode = pm
+	}
+	for _, a := range cfg.Bind {
+		tc.Local = append(tc.Local, netip.AddrPortFrom(a, uint16(port)))
+	}
+	return tc, nil
+}
+
+func (t *mpTransport) listen(tc transport.Config) (*transport.Transport, error) {
+	tr, err := transport.Listen(tc)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.ts = append(t.ts, tr)
+	t.mu.Unlock()
+	return tr, nil
+}
+
+func (t *mpTransport) track(c *transport.Conn) {
+	t.mu.Lock()
+	t.conns = append(t.conns, c)
+	t.mu.Unlock()
+}
+
+func (t *mpTransport) Listen(ctx context.Context, cfg *Config) (Listener, error) {
+	tc, err := t.config(cfg, cfg.Port)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := t.listen(tc)
+	if err != nil {
+		return nil, fmt.Errorf("bench: transport listen: %w", err)
+	}
+	return &mpListener{t: t, tr: tr}, nil
+}
+
+func (t *mpTransport) Dial(ctx context.Context, cfg *Config) (Conn, error) {
+	tr, err := t.clientEndpoint(cfg)
+	if err != nil {
+		return nil, err
+	}
+	peers := make([]netip.AddrPort, len(cfg.Peer))
+	for i, a := range cfg.Peer {
+		peers[i] = netip.AddrPortFrom(a, uint16(cfg.Port))
+	}
+	c, err := tr.Dial(ctx, peers)
+	if err != nil {
+		return nil, err
+	}
+	t.track(c)
+	return newMPConn(c, cfg.Size), nil
+}
+
+// clientEndpoint is the client's one transport, shared by its -q
+// connections. It binds --bind[i]:--port, like the server: the userspace
+// fabric delivers every datagram to that port.
+func (t *mpTransport) clientEndpoint(cfg *Config) (*transport.Transport, error) {
+	t.mu.Lock()
+	if t.client != nil {
+		defer t.mu.Unlock()
+		return t.client, nil
+	}
+	t.mu.Unlock()
+	tc, err := t.config(cfg, cfg.Port)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := t.listen(tc)
+	if err != nil {
+		return nil, fmt.Errorf("bench: transport bind: %w", err)
+	}
+	t.mu.Lock()
+	t.client = tr
+	t.mu.Unlock()
+	return tr, nil
+}
+
+// Close closes the transports the mode opened.
+func (t *mpTransport) Close() error {
+	t.mu.Lock()
+	ts := t.ts
+	t.ts, t.client = nil, nil
+	t.mu.Unlock()
+	var errs []error
+	for _, tr := range ts {
+		errs = append(errs, tr.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Begin and End report retransmits and per-plane bytes from the
+// connections' own counters (bytes sent per plane on the client, payload
+// bytes received per plane on the server).
+func (t *mpTransport) Begin(cfg *Config) {}
+
+func (t *mpTransport) End(cfg *Config) Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var rt int64
+	planes := make([]int64, len(cfg.Bind))
+	for _, c := range t.conns {
+		st := c.Stats()
+		rt += int64(st.Retransmits)
+		for _, p := range st.Planes {
+			if p.Plane < 0 || p.Plane >= len(planes) {
+				continue
+			}
+			if cfg.Role == RoleServer {
+				planes[p.Plane] += int64(p.BytesReceived)
+			} else {
+				planes[p.Plane] += int64(p.BytesSent)
+			}
+		}
+	}
+	return Stats{Retransmits: &rt, PlaneBytes: planes}
+}
+
+type mpListener struct {
+	t  *mpTransport
+	tr *transport.Transport
+}
+
+func (l *mpListener) Accept(ctx context.Context) (Conn, error) {
+	c, err := l.tr.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.t.track(c)
+	return newMPConn(c, 0), nil
+}
+
+func (l *mpListener) Close() error { return l.t.Close() }
+
+// mpConn keeps up to window messages in flight with SendAsync; each
+// in-flight message owns one slot of a buffer ring (SendAsync is zero copy).
+type mpConn struct {
+	c     *transport.Conn
+	ring  [][]byte
+	comps []*transport.Completion
+	next  int
+}
+
+func newMPConn(c *transport.Conn, size int) *mpConn {
+	m := &mpConn{c: c, comps: make([]*transport.Completion, window)}
+	m.ring = make([][]byte, window)
+	if size > 0 {
+		for i := range m.ring {
+			m.ring[i] = make([]byte, size)
+		}
+	}
+	return m
+}
+
+func (m *mpConn) Send(ctx context.Context, msg []byte) error {
+	i := m.next
+	m.next = (m.next + 1) % window
+	if comp := m.comps[i]; comp != nil {
+		if err := comp.Wait(ctx); err != nil {
+			return err
+		}
+		m.comps[i] = nil
+	}
+	if cap(m.ring[i]) < len(msg) {
+		m.ring[i] = make([]byte, len(msg))
+	}
+	buf := m.ring[i][:len(msg)]
+	copy(buf, msg)
+	comp, err := m.c.SendAsync(ctx, buf)
+	if err != nil {
+		return err
+	}
+	m.comps[i] = comp
+	return nil
+}
+
+// flush waits for every message in flight.
+func (m *mpConn) flush(ctx context.Context) error {
+	var errs []error
+	for i, comp := range m.comps {
+		if comp == nil {
+			continue
+		}
+		if err := comp.Wait(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		m.comps[i] = nil
+	}
+	return errors.Join(errs...)
+}
+
+func (m *mpConn) Recv(ctx context.Context, _ []byte) ([]byte, error) {
+	if err := m.flush(ctx); err != nil {
+		return nil, err
+	}
+	msg, err := m.c.Recv(ctx)
+	if errors.Is(err, transport.ErrPeerClosed) {
+		return nil, io.EOF
+	}
+	return msg, err
+}
+
+func (m *mpConn) Close() error { return m.c.Close() }

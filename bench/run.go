@@ -60,7 +60,7 @@ func dial(ctx context.Context, cfg *Config, tr Transport) (Conn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if errors.Is(err, ErrModeUnavailable) || time.Now().After(deadline) || ctx.Err() != nil {
+		if errors.Is(err, ErrUsage) || time.Now().After(deadline) || ctx.Err() != nil {
 			return nil, fmt.Errorf("bench: connect: %w", err)
 		}
 		select {
@@ -258,13 +258,19 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 			s.c.messages += got.messages
 			s.c.bytes += got.bytes
 			s.c.errors += res.errors
-			s.done++
 			s.last = time.Now()
-			complete := s.done == s.conns
 			mu.Unlock()
 			if firstErr != nil {
 				fail(firstErr)
 			}
+		}
+		// done counts the connection in its session once the client has
+		// its result: the run ends (and the transport closes) only then.
+		done := func() {
+			mu.Lock()
+			s.done++
+			complete := s.done == s.conns
+			mu.Unlock()
 			if complete {
 				select {
 				case finished <- s:
@@ -332,7 +338,10 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 			}
 		}
 		// Wait for the client to close, so the result is not cut off.
-		_, _ = c.Recv(ctx, buf)
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		_, _ = c.Recv(wctx, buf)
+		wcancel()
+		done()
 	}
 	wg.Go(func() {
 		for {

@@ -154,11 +154,14 @@ func TestCorruptMessageFailsBothSides(t *testing.T) {
 	}
 }
 
-func TestTransportModesReportUnavailable(t *testing.T) {
-	for _, m := range []Mode{ModeMultipath, ModeGBN} {
-		if _, err := transportFor(m); err != nil && !errors.Is(err, ErrModeUnavailable) {
+func TestTransportForEveryMode(t *testing.T) {
+	for _, m := range Modes {
+		if _, err := transportFor(m); err != nil {
 			t.Fatalf("%s: %v", m, err)
 		}
+	}
+	if _, err := transportFor("bogus"); !errors.Is(err, ErrUsage) {
+		t.Fatalf("bogus mode: %v", err)
 	}
 }
 

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -46,10 +45,6 @@ type StatsSource interface {
 	Begin(cfg *Config)
 	End(cfg *Config) Stats
 }
-
-// ErrModeUnavailable is returned for a mode whose transport is not built
-// into this binary.
-var ErrModeUnavailable = errors.New("bench: transport mode not available yet")
 
 // transportFor returns the transport of a mode.
 func transportFor(m Mode) (Transport, error) {
