@@ -133,6 +133,11 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	default:
 		fmt.Fprintf(&b, "- MPTCP: `ip mptcp limits set subflow 8 add_addr_accepted 8` on both hosts; the client adds `ip mptcp endpoint add 10.77.p.1 dev pP subflow` for planes 1..P-1; one subflow per plane. The server listens on 0.0.0.0.\n")
 	}
+	poll := c.Poll
+	if poll == "" {
+		poll = "the transport's default (adaptive)"
+	}
+	fmt.Fprintf(&b, "- multipath/gbn: package transport through `endpoint bench`, datagrams of MTU-28 bytes, up to 64 messages in flight per connection, poll mode %s.\n", poll)
 	fmt.Fprintf(&b, "- tcp: one TCP connection (CUBIC, kernel defaults) on plane 0, so its ceiling is one plane.\n")
 	fmt.Fprintf(&b, "- Message size %d bytes (40-byte bench header included), %d connection(s) (-q), modes %v, loss %v.\n",
 		c.Size, c.Conns, c.Modes, lossList(c.Losses))

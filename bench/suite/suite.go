@@ -69,6 +69,7 @@ type Config struct {
 	Size      int           // message size (default 65536)
 	Conns     int           // -q (default 1)
 	MPTCPPM   string        // "subflow" (default) or "signal"
+	Poll      string        // endpoint bench --poll for multipath/gbn ("" = transport default)
 	OutDir    string        // transport.md and transport.png go here (default docs/benchmarks)
 	Command   string        // how the suite was invoked, for the report
 	Logger    *slog.Logger
@@ -294,6 +295,9 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, mode bench.Mode)
 	common := []string{"--mode", string(mode), "--port", port, "--interval", "0", "--mtu", strconv.Itoa(f.MTU())}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration+90*time.Second)
 	defer cancel()
+	if cfg.Poll != "" {
+		common = append(common, "--poll", cfg.Poll)
+	}
 	srv := f.Command(ctx, 1, cfg.Endpoint, append([]string{"bench", "server", "--bind", addrs(f, 1),
 		"--timeout", (cfg.Duration + 60*time.Second).String()}, common...)...)
 	var serr bytes.Buffer

@@ -40,6 +40,7 @@ func run() int {
 	fs.IntVar(&cfg.Size, "size", 65536, "message size in bytes (endpoint bench -s)")
 	fs.IntVar(&cfg.Conns, "q", 1, "connections per run (endpoint bench -q)")
 	fs.StringVar(&cfg.MPTCPPM, "mptcp-pm", "subflow", "kernel MPTCP set-up: subflow (client endpoints per plane) or signal (server announces its planes)")
+	fs.StringVar(&cfg.Poll, "poll", "", "transport poll mode for multipath/gbn: adaptive, busy or blocking (default: the transport's)")
 	fs.StringVar(&cfg.OutDir, "out", filepath.Join("docs", "benchmarks"), "output directory for transport.md, transport.png and raw/")
 	verbose := fs.Bool("v", false, "log fabric set-up")
 	if err := cliconf.Parse(fs, os.Args[1:], "BENCH_TRANSPORT"); err != nil {
