@@ -67,8 +67,11 @@ func (c *Conn) sendLoop() {
 		if d <= 0 {
 			continue
 		}
-		if d < spinThreshold && c.cfg.PollMode != PollBlocking {
+		if d < spinThreshold && (c.cfg.PollMode == PollBusy || (c.cfg.PollMode == PollAdaptive && ioengine.TrySpin())) {
 			runtime.Gosched()
+			if c.cfg.PollMode == PollAdaptive {
+				ioengine.DoneSpin()
+			}
 			continue
 		}
 		timer.Reset(d)

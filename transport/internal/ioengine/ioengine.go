@@ -31,10 +31,39 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// spinners counts goroutines of this process currently spinning in
+// adaptive mode; an adaptive loop spins only while it holds one of
+// SpinSlots() slots, so spinning never takes the cores the kernel, the
+// peer and the other loops need (on 2 cores there is no slot: adaptive
+// behaves as blocking).
+var spinners atomic.Int32
+
+// SpinSlots returns how many goroutines may spin at once in adaptive mode:
+// a quarter of GOMAXPROCS.
+func SpinSlots() int32 { return int32(runtime.GOMAXPROCS(0) / 4) }
+
+// TrySpin takes a spin slot; the caller spins only if it returns true and
+// then calls DoneSpin.
+func TrySpin() bool {
+	for {
+		n := spinners.Load()
+		if n >= SpinSlots() {
+			return false
+		}
+		if spinners.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// DoneSpin returns a slot taken by TrySpin.
+func DoneSpin() { spinners.Add(-1) }
 
 // PollMode selects how a poll loop waits for datagrams.
 type PollMode int
@@ -287,15 +316,25 @@ func (p *Port) Run(ctx context.Context, handle func(*Batch)) error {
 	defer b.Release()
 	var lastRx time.Time
 	spins := 0
+	spinning := false
+	defer func() {
+		if spinning {
+			DoneSpin()
+		}
+	}()
 	for {
 		block := false
 		switch p.cfg.Mode {
 		case PollBlocking:
 			block = true
 		case PollAdaptive:
-			// Check the clock only every 16 empty polls.
-			if spins&15 == 15 && time.Since(lastRx) > p.cfg.SpinDuration {
+			if !spinning {
 				block = true
+			} else if spins&15 == 15 && time.Since(lastRx) > p.cfg.SpinDuration {
+				// Check the clock only every 16 empty polls.
+				block = true
+				spinning = false
+				DoneSpin()
 			}
 		}
 		if block {
@@ -324,6 +363,9 @@ func (p *Port) Run(ctx context.Context, handle func(*Batch)) error {
 		spins = 0
 		if p.cfg.Mode == PollAdaptive {
 			lastRx = time.Now()
+			if !spinning {
+				spinning = TrySpin()
+			}
 		}
 		p.c.rxBatches.Add(1)
 		p.c.rxPackets.Add(uint64(n))
