@@ -5,7 +5,7 @@ BIN         := bin
 GOFLAGS_TEST ?= -count=1 -timeout 30m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test demo lint deps-demo deps-test fuzz clean bench-transport
+.PHONY: all build test demo run-fabricd lint deps-demo deps-test fuzz clean bench-transport
 
 all: build
 
@@ -28,11 +28,14 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) run $(STATICCHECK) ./...
 
-# demo: fabricd with the example topology, private PostgreSQL and embedded
-# etcd under ./var. Ctrl-C stops everything; running it again keeps the data.
+# demo: a userspace fabric with gNMI switches, fabricd (private PostgreSQL and
+# embedded etcd under ./var), endpoint agents and traffic; a plane fails and
+# recovers on the way. Ctrl-C stops everything; running it again keeps the data.
 demo: deps-demo build
-	@echo "fabricd: API http://127.0.0.1:8080/api/v1 - admin token in var/admin.token"
-	@echo '  curl -H "Authorization: Bearer $$(cat var/admin.token)" localhost:8080/api/v1/planes'
+	@exec $(BIN)/demo --data-dir var --fabricd $(BIN)/fabricd
+
+# fabricd alone with the example topology (its switches are not emulated).
+run-fabricd: deps-demo build
 	@exec $(BIN)/fabricd --data-dir var --topology examples/topology.yaml
 
 fuzz:

@@ -39,6 +39,7 @@ import (
 	"github.com/multiplane/multiplane/policy/publish"
 	"github.com/multiplane/multiplane/store"
 	"github.com/multiplane/multiplane/store/pgcluster"
+	"github.com/multiplane/multiplane/telemetry"
 )
 
 // Config is fabricd's configuration.
@@ -53,6 +54,7 @@ type Config struct {
 	Health          planes.HealthConfig
 	Policy          policy.Config
 	Publish         publish.Config
+	Telemetry       telemetry.Config
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -74,6 +76,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time to finish in-flight requests on SIGINT/SIGTERM")
 	c.Etcd.RegisterFlags(fs)
 	c.Health.RegisterFlags(fs)
+	c.Telemetry.RegisterFlags(fs)
 	fs.IntVar(&c.Policy.Entropy, "policy-entropy", c.Policy.Entropy, "paths (UDP source ports) per plane in every path set")
 	fs.DurationVar(&c.Publish.Debounce, "publish-debounce", c.Publish.Debounce, "wait after a change for more to coalesce before publishing")
 	fs.IntVar(&c.Publish.SessionTTL, "leader-ttl", c.Publish.SessionTTL, "leader lease in seconds: a dead leader is replaced after about this long")
@@ -154,8 +157,15 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	intentStore := intents.New(db.Pool())
 	publisher := publish.New(kvs.Client, cfg.Publish, logger.With("component", "publish"))
 	reg.MustRegister(publisher.Collector())
+	collector, err := telemetry.New(cfg.Telemetry, engine, logger.With("component", "telemetry"))
+	if err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	if err := collector.Register(reg); err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
 	fabric, err := newFabricView(ctx, fabricDeps{inv: inv, engine: engine, events: evStore, intents: intentStore,
-		publisher: publisher, policy: cfg.Policy}, logger)
+		publisher: publisher, collector: collector, policy: cfg.Policy}, logger)
 	if err != nil {
 		return err
 	}
@@ -167,6 +177,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	wg.Go(func() { engine.Run(bg, 50*time.Millisecond) })
 	wg.Go(func() { fabric.follow(bg, 5*time.Second) })
 	wg.Go(func() { publisher.Run(bg, fabric.compute) })
+	wg.Go(func() { collector.Run(bg) })
 	healthSub := bus.Subscribe(1024)
 	wg.Go(func() { fabric.triggerOnChanges(bg, healthSub) })
 

@@ -13,6 +13,7 @@ import (
 	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/policy/publish"
+	"github.com/multiplane/multiplane/telemetry"
 )
 
 type fabricDeps struct {
@@ -21,11 +22,12 @@ type fabricDeps struct {
 	events    *events.Store
 	intents   *intents.Store
 	publisher *publish.Publisher
+	collector *telemetry.Collector
 	policy    policy.Config
 }
 
-// fabricView keeps the live components (health engine, publisher, and
-// later the telemetry collector) on the current topology and intents.
+// fabricView keeps the live components (health engine, telemetry
+// collector, publisher) on the current topology and intents.
 type fabricView struct {
 	fabricDeps
 	logger *slog.Logger
@@ -63,6 +65,7 @@ func (f *fabricView) apply(snap *inventory.Snapshot) {
 	}
 	f.revision = snap.Revision
 	f.engine.SetTopology(snap.Topology, snap.Links)
+	f.collector.Reconcile(snap.Topology)
 	f.publisher.Trigger()
 	f.logger.Info("live view on topology revision", "revision", snap.Revision)
 }

@@ -124,3 +124,17 @@ func (e *Embedded) Endpoints() []string { return []string{e.client} }
 
 // Close stops the server and waits for it.
 func (e *Embedded) Close() { e.etcd.Close() }
+
+// EmbeddedEndpoints returns the client URL of the embedded etcd a fabricd
+// with this data directory runs (or last ran), for agents on the same host.
+func EmbeddedEndpoints(dataDir string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(dataDir, "etcd", "ports.json"))
+	if err != nil {
+		return nil, fmt.Errorf("kv: no embedded etcd under %s: %w", dataDir, err)
+	}
+	var p embeddedPorts
+	if err := json.Unmarshal(data, &p); err != nil || p.Client == 0 {
+		return nil, fmt.Errorf("kv: %s/etcd/ports.json is not valid", dataDir)
+	}
+	return []string{fmt.Sprintf("http://127.0.0.1:%d", p.Client)}, nil
+}

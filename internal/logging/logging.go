@@ -3,6 +3,7 @@
 package logging
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -15,10 +16,11 @@ type Config struct {
 	Level  string
 }
 
-// RegisterFlags registers --log-format and --log-level.
+// RegisterFlags registers --log-format and --log-level, defaulting to the
+// values already in c (text and info when empty).
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Format, "log-format", "text", "log format: text or json")
-	fs.StringVar(&c.Level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.Format, "log-format", cmp.Or(c.Format, "text"), "log format: text or json")
+	fs.StringVar(&c.Level, "log-level", cmp.Or(c.Level, "info"), "log level: debug, info, warn or error")
 }
 
 // New returns a logger writing to w.
