@@ -3,7 +3,9 @@ package transport
 import (
 	"context"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/multiplane/multiplane/internal/testenv"
 )
@@ -44,6 +46,7 @@ func BenchmarkTransfer(b *testing.B) {
 			}()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
+			cpu0 := cpuTime()
 			b.ReportAllocs()
 			b.SetBytes(size)
 			b.ResetTimer()
@@ -70,9 +73,25 @@ func BenchmarkTransfer(b *testing.B) {
 			b.StopTimer()
 			runtime.ReadMemStats(&ms1)
 			st := ca.Stats()
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(st.PacketsSent), "cpu-µs/pkt")
 			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(st.PacketsSent), "allocs/pkt")
 			b.ReportMetric(float64(st.Retransmits)/float64(st.PacketsSent)*100, "%retx")
+			var acks, kdrops uint64
+			for _, p := range bt.Stats().Planes {
+				acks += p.TxPackets
+				kdrops += p.KernelDrops
+			}
+			b.ReportMetric(float64(kdrops), "kdrops")
+			b.ReportMetric(float64(st.SpuriousRetransmits)/float64(st.PacketsSent)*100, "%spurious")
+			b.ReportMetric(float64(acks)/float64(st.PacketsSent), "acks/pkt")
 			_ = context.Background
 		})
 	}
+}
+
+// cpuTime returns the process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
