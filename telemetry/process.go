@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
-	pb "github.com/openconfig/gnmi/proto/gnmi"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/multiplane/multiplane/planes"
@@ -33,8 +31,8 @@ const (
 	numQueueCounters
 )
 
-func ifCounter(leaf string) (int, bool) {
-	switch leaf {
+func ifCounter(leaf []byte) (int, bool) {
+	switch string(leaf) {
 	case "in-octets":
 		return cInOctets, true
 	case "out-octets":
@@ -106,13 +104,13 @@ type ifaceState struct {
 	interval int64
 }
 
-func (s *ifaceState) queue(name string) *queueState {
+func (s *ifaceState) queue(name []byte) *queueState {
 	for i := range s.queues {
-		if s.queues[i].name == name {
+		if s.queues[i].name == string(name) {
 			return &s.queues[i]
 		}
 	}
-	s.queues = append(s.queues, queueState{name: name})
+	s.queues = append(s.queues, queueState{name: string(name)})
 	return &s.queues[len(s.queues)-1]
 }
 
@@ -166,11 +164,11 @@ func (p *processor) resetBaselines() {
 	}
 }
 
-func (p *processor) iface(name string) *ifaceState {
-	if p.last != nil && p.last.name == name {
+func (p *processor) iface(name []byte) *ifaceState {
+	if p.last != nil && p.last.name == string(name) {
 		return p.last
 	}
-	s := p.ifaces[name]
+	s := p.ifaces[string(name)]
 	if s != nil {
 		p.last = s
 	}
@@ -184,26 +182,25 @@ func (p *processor) touch(s *ifaceState) {
 	}
 }
 
-func elemName(e *pb.PathElem, first bool) string {
-	n := e.GetName()
-	if first {
-		if i := strings.IndexByte(n, ':'); i >= 0 { // module-qualified: openconfig-interfaces:interfaces
-			n = n[i+1:]
-		}
+func elemIs(e *wireElem, name string) bool { return string(e.name) == name }
+
+// firstElemIs compares the first element's name, ignoring a module
+// qualifier ("openconfig-interfaces:interfaces").
+func firstElemIs(e *wireElem, name string) bool {
+	n := e.name
+	if i := bytes.IndexByte(n, ':'); i >= 0 {
+		n = n[i+1:]
 	}
-	return n
+	return string(n) == name
 }
 
-// notification processes one notification and returns the samples it made
-// (valid until the next call) and the number of updates it held.
-func (p *processor) notification(n *pb.Notification) []planes.InterfaceSample {
+// process turns one notification into samples (valid until the next call).
+func (p *processor) process(n *wireNotif) []planes.InterfaceSample {
 	p.batch = p.batch[:0]
-	ts := n.GetTimestamp()
-	pre := n.GetPrefix().GetElem()
-	for _, u := range n.GetUpdate() {
-		p.update(pre, u.GetPath().GetElem(), u.GetVal(), ts)
+	for i := range n.updates {
+		p.update(n, &n.updates[i])
 	}
-	at := time.Unix(0, ts)
+	at := time.Unix(0, n.ts)
 	for _, s := range p.touched {
 		smp := planes.InterfaceSample{Switch: p.sw, Interface: s.name, At: at}
 		if s.newOper {
@@ -240,31 +237,33 @@ func (p *processor) notification(n *pb.Notification) []planes.InterfaceSample {
 }
 
 // update classifies one leaf by its full path (prefix + path) and applies it.
-func (p *processor) update(pre, path []*pb.PathElem, val *pb.TypedValue, ts int64) {
-	n := len(pre) + len(path)
+func (p *processor) update(nt *wireNotif, u *wireUpdate) {
+	n := nt.preN + u.n
 	if n < 4 {
 		return
 	}
-	el := func(i int) *pb.PathElem {
-		if i < len(pre) {
-			return pre[i]
+	ts := nt.ts
+	el := func(i int) *wireElem {
+		if i < nt.preN {
+			return &nt.elems[nt.preFrom+i]
 		}
-		return path[i-len(pre)]
+		return &nt.elems[u.from+i-nt.preN]
 	}
-	switch elemName(el(0), true) {
-	case "interfaces":
-		if el(1).GetName() != "interface" || el(2).GetName() != "state" {
+	switch e0 := el(0); {
+	case firstElemIs(e0, "interfaces"):
+		e1 := el(1)
+		if !elemIs(e1, "interface") || !elemIs(el(2), "state") {
 			return
 		}
-		s := p.iface(el(1).GetKey()["name"])
+		s := p.iface(nt.key(e1, "name"))
 		if s == nil {
 			return
 		}
-		switch leaf := el(3).GetName(); {
-		case n == 4 && leaf == "oper-status":
-			oper, ok := parseOper(val)
+		switch leaf := el(3); {
+		case n == 4 && elemIs(leaf, "oper-status"):
+			oper, ok := parseOper(u.val)
 			if !ok {
-				p.typeMismatch(s.name, "state/oper-status", val)
+				p.typeMismatch(s.name, "state/oper-status", u.val.kind)
 				return
 			}
 			if ts < s.operTS {
@@ -273,41 +272,41 @@ func (p *processor) update(pre, path []*pb.PathElem, val *pb.TypedValue, ts int6
 			}
 			s.oper, s.operTS, s.newOper = oper, ts, true
 			p.touch(s)
-		case n == 5 && leaf == "counters":
-			leaf := el(4).GetName()
-			i, ok := ifCounter(leaf)
+		case n == 5 && elemIs(leaf, "counters"):
+			leaf := el(4)
+			i, ok := ifCounter(leaf.name)
 			if !ok {
 				return // interface-transitions, carrier-transitions, ...: not used
 			}
-			v, ok := parseCounter(val)
+			v, ok := parseCounter(u.val)
 			if !ok {
-				p.typeMismatch(s.name, "state/counters/"+leaf, val)
+				p.typeMismatch(s.name, "state/counters/"+string(leaf.name), u.val.kind)
 				return
 			}
 			p.step(s, &s.ctr[i], v, ts)
 		}
-	case "qos":
-		if n != 8 || el(1).GetName() != "interfaces" || el(2).GetName() != "interface" || el(3).GetName() != "output" ||
-			el(4).GetName() != "queues" || el(5).GetName() != "queue" || el(6).GetName() != "state" {
+	case firstElemIs(e0, "qos"):
+		if n != 8 || !elemIs(el(1), "interfaces") || !elemIs(el(2), "interface") || !elemIs(el(3), "output") ||
+			!elemIs(el(4), "queues") || !elemIs(el(5), "queue") || !elemIs(el(6), "state") {
 			return
 		}
-		s := p.iface(el(2).GetKey()["interface-id"])
+		s := p.iface(nt.key(el(2), "interface-id"))
 		if s == nil {
 			return
 		}
 		var i int
-		switch el(7).GetName() {
-		case "ecn-marked-pkts":
+		switch leaf := el(7); {
+		case elemIs(leaf, "ecn-marked-pkts"):
 			i = qECNMarked
-		case "dropped-pkts":
+		case elemIs(leaf, "dropped-pkts"):
 			i = qDropped
 		default:
 			return
 		}
-		qname := el(5).GetKey()["name"]
-		v, ok := parseCounter(val)
+		qname := nt.key(el(5), "name")
+		v, ok := parseCounter(u.val)
 		if !ok {
-			p.typeMismatch(s.name, "qos/queue["+qname+"]/state/"+el(7).GetName(), val)
+			p.typeMismatch(s.name, "qos/queue["+string(qname)+"]/state/"+string(el(7).name), u.val.kind)
 			return
 		}
 		p.step(s, &s.queue(qname).ctr[i], v, ts)
@@ -336,7 +335,7 @@ func (p *processor) count(c prometheus.Counter) {
 }
 
 // typeMismatch counts a value of the wrong type and logs it once per path.
-func (p *processor) typeMismatch(iface, leaf string, val *pb.TypedValue) {
+func (p *processor) typeMismatch(iface, leaf string, kind valKind) {
 	p.count(p.m.typeMismatch)
 	key := iface + "/" + leaf
 	if p.mismatch[key] {
@@ -344,72 +343,42 @@ func (p *processor) typeMismatch(iface, leaf string, val *pb.TypedValue) {
 	}
 	p.mismatch[key] = true
 	if p.log != nil {
-		p.log.Warn("value of unexpected type ignored", "interface", iface, "path", leaf, "type", typeString(val))
+		p.log.Warn("value of unexpected type ignored", "interface", iface, "path", leaf, "type", kind.String())
 	}
-}
-
-func typeString(v *pb.TypedValue) string {
-	switch v.GetValue().(type) {
-	case nil:
-		return "none"
-	case *pb.TypedValue_StringVal:
-		return "string_val"
-	case *pb.TypedValue_IntVal:
-		return "int_val"
-	case *pb.TypedValue_UintVal:
-		return "uint_val"
-	case *pb.TypedValue_BoolVal:
-		return "bool_val"
-	case *pb.TypedValue_DoubleVal, *pb.TypedValue_FloatVal:
-		return "float_val"
-	case *pb.TypedValue_JsonVal:
-		return "json_val"
-	case *pb.TypedValue_JsonIetfVal:
-		return "json_ietf_val"
-	}
-	return "other"
 }
 
 // parseCounter accepts a counter as uint_val, a non-negative int_val, or a
 // JSON number or decimal string (RFC 7951 encodes uint64 as a string).
-func parseCounter(v *pb.TypedValue) (uint64, bool) {
-	switch x := v.GetValue().(type) {
-	case *pb.TypedValue_UintVal:
-		return x.UintVal, true
-	case *pb.TypedValue_IntVal:
-		return uint64(x.IntVal), x.IntVal >= 0
-	case *pb.TypedValue_JsonIetfVal:
-		return parseJSONUint(x.JsonIetfVal)
-	case *pb.TypedValue_JsonVal:
-		return parseJSONUint(x.JsonVal)
+func parseCounter(v wireVal) (uint64, bool) {
+	switch v.kind {
+	case kindUint:
+		return v.u, true
+	case kindInt:
+		return v.u, int64(v.u) >= 0
+	case kindJSON, kindJSONIETF:
+		b := bytes.Trim(bytes.TrimSpace(v.b), `"`)
+		u, err := strconv.ParseUint(string(b), 10, 64)
+		return u, err == nil
 	}
 	return 0, false
 }
 
-func parseJSONUint(b []byte) (uint64, bool) {
-	b = bytes.Trim(bytes.TrimSpace(b), `"`)
-	u, err := strconv.ParseUint(string(b), 10, 64)
-	return u, err == nil
-}
-
 // parseOper accepts an OpenConfig oper-status enum as string_val or JSON
 // string, optionally module-qualified.
-func parseOper(v *pb.TypedValue) (planes.OperStatus, bool) {
-	var s string
-	switch x := v.GetValue().(type) {
-	case *pb.TypedValue_StringVal:
-		s = x.StringVal
-	case *pb.TypedValue_JsonIetfVal:
-		s = string(bytes.Trim(bytes.TrimSpace(x.JsonIetfVal), `"`))
-	case *pb.TypedValue_JsonVal:
-		s = string(bytes.Trim(bytes.TrimSpace(x.JsonVal), `"`))
+func parseOper(v wireVal) (planes.OperStatus, bool) {
+	var s []byte
+	switch v.kind {
+	case kindString, kindASCII:
+		s = v.b
+	case kindJSON, kindJSONIETF:
+		s = bytes.Trim(bytes.TrimSpace(v.b), `"`)
 	default:
 		return "", false
 	}
-	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+	if i := bytes.LastIndexByte(s, ':'); i >= 0 {
 		s = s[i+1:]
 	}
-	switch s {
+	switch string(s) {
 	case "UP":
 		return planes.OperUp, true
 	case "DOWN":

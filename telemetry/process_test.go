@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	pb "github.com/openconfig/gnmi/proto/gnmi"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/planes"
@@ -82,6 +84,19 @@ func counters(ts int64, iface string, octets uint64) *pb.Notification {
 		leafUpd("state/counters/interface-transitions", u64(3)),
 		leafUpd("state/counters/some-vendor-leaf", str("x")),
 	}}
+}
+
+// notification runs a notification through the wire decoder and the processor.
+func (p *processor) notification(n *pb.Notification) []planes.InterfaceSample {
+	b, err := proto.Marshal(&pb.SubscribeResponse{Response: &pb.SubscribeResponse_Update{Update: n}})
+	if err != nil {
+		panic(err)
+	}
+	f := &frame{buf: b}
+	if err := f.decode(); err != nil || !f.isUpdate {
+		panic(fmt.Sprintf("decode: %v", err))
+	}
+	return p.process(&f.notif)
 }
 
 func newTestProcessor(t *testing.T) (*processor, prometheus.Counter, prometheus.Counter, prometheus.Counter) {

@@ -203,18 +203,18 @@ func (s *session) stream(ctx context.Context, p *processor) (synced bool, kind s
 	if t.Username != "" {
 		sctx = metadata.AppendToOutgoingContext(sctx, "username", t.Username, "password", pw)
 	}
-	stream, err := pb.NewGNMIClient(conn).Subscribe(sctx)
+	stream, err := conn.NewStream(sctx, &pb.GNMI_ServiceDesc.Streams[0], "/gnmi.gNMI/Subscribe", grpc.ForceCodecV2(codec{}))
 	if err != nil {
 		return false, ErrKindConnect, causeOr(sctx, err)
 	}
-	if err := stream.Send(s.request()); err != nil {
+	if err := stream.SendMsg(s.request()); err != nil {
 		return false, ErrKindConnect, causeOr(sctx, err)
 	}
 	p.resetBaselines()
 	expected := s.expected.Load()
+	f := &frame{}
 	for {
-		resp, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(f); err != nil {
 			err = causeOr(sctx, err)
 			switch {
 			case errors.Is(err, errSilent):
@@ -231,26 +231,27 @@ func (s *session) stream(ctx context.Context, p *processor) (synced bool, kind s
 			s.log.Info("gnmi stream up")
 			s.setState(true, false, "stream up")
 		}
+		if err := f.decode(); err != nil {
+			return synced, ErrKindStream, err
+		}
 		if e := s.expected.Load(); e != expected {
 			expected = e
 			p.setExpected(*e)
 		}
-		switch r := resp.GetResponse().(type) {
-		case *pb.SubscribeResponse_Update:
-			n := len(r.Update.GetUpdate())
+		switch {
+		case f.isUpdate:
+			n := f.notif.updateCount
 			s.updates.Add(uint64(n))
 			s.mUpdates.Add(float64(n))
-			if batch := p.notification(r.Update); len(batch) > 0 {
+			if batch := p.process(&f.notif); len(batch) > 0 {
 				s.c.obs.ObserveInterfaces(batch)
 				s.c.m.samples.Add(float64(len(batch)))
 				s.c.m.batches.Inc()
 			}
-		case *pb.SubscribeResponse_SyncResponse:
-			if r.SyncResponse && !synced {
-				synced = true
-				s.log.Info("gnmi stream synced")
-				s.setState(true, true, "synced")
-			}
+		case f.sync && !synced:
+			synced = true
+			s.log.Info("gnmi stream synced")
+			s.setState(true, true, "synced")
 		}
 	}
 }
