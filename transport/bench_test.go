@@ -38,10 +38,12 @@ func BenchmarkTransfer(b *testing.B) {
 			go func() {
 				defer close(done)
 				for i := 0; i < b.N; i++ {
-					if _, err := cb.Recv(ctx); err != nil {
+					m, err := cb.Recv(ctx)
+					if err != nil {
 						b.Error(err)
 						return
 					}
+					cb.Recycle(m)
 				}
 			}()
 			var ms0, ms1 runtime.MemStats

@@ -173,7 +173,9 @@ type Config struct {
 	// EgressCap caps each connection's send rate (0: unlimited).
 	EgressCap Rate
 	// TargetQueueDelay is the queueing delay above a path's minimum RTT
-	// that congestion control treats as congestion (default 1 ms).
+	// that congestion control treats as congestion (default 2 ms: a standing
+	// queue that rides out scheduling stalls of the endpoints, well under
+	// the 5 ms buffers of the benchmark fabrics).
 	TargetQueueDelay time.Duration
 	// MinRTO is the smallest retransmission timeout (default 10 ms).
 	MinRTO time.Duration
@@ -238,7 +240,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxMessageSize = 1<<32 - 1
 	}
 	if c.TargetQueueDelay <= 0 {
-		c.TargetQueueDelay = time.Millisecond
+		c.TargetQueueDelay = 2 * time.Millisecond
 	}
 	if c.MinRTO <= 0 {
 		c.MinRTO = 10 * time.Millisecond

@@ -469,6 +469,11 @@ func (c *Conn) Recv(ctx context.Context) ([]byte, error) {
 	}
 }
 
+// Recycle hands a message returned by Recv back for reuse by later
+// messages of the same Transport (saving an allocation and garbage per
+// message). msg must not be used afterwards. Calling it is optional.
+func (c *Conn) Recycle(msg []byte) { c.t.bufs.put(msg) }
+
 // Close waits (up to PeerTimeout, or until ctx-less Close's own bound)
 // for every queued message to be acknowledged, then tells the peer and
 // releases the connection. Messages that could not be delivered are

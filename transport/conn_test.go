@@ -160,3 +160,15 @@ func TestSetPathSetAtRuntime(t *testing.T) {
 		t.Fatalf("plane 2 used %d paths, generation %d", paths, after.PathSetGeneration)
 	}
 }
+
+func TestECNMarksReachSender(t *testing.T) {
+	fp := startFabric(t, planesOf(2, userspace.PlaneConfig{RateBps: 40e6, ECNThresholdBytes: 6000}), Config{PollMode: PollBlocking})
+	ctx := testenv.Context(t)
+	transfer(t, ctx, fp.ca, fp.cb, 60, 64<<10, 8)
+	st := fp.ca.Stats()
+	marked := fp.f.Stats(0).ECNMarked + fp.f.Stats(1).ECNMarked
+	t.Logf("fabric marked %d, sender saw %d ECN echoes, %d retransmits", marked, st.ECNMarks, st.Retransmits)
+	if marked == 0 || st.ECNMarks == 0 || st.ECNMarks > marked {
+		t.Fatalf("fabric marked %d, sender saw %d", marked, st.ECNMarks)
+	}
+}

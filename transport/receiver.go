@@ -86,7 +86,7 @@ func (c *Conn) place(d *wire.Data) {
 		if n == 0 {
 			n = 1
 		}
-		m = &recvMsg{buf: make([]byte, d.TotalLength), total: d.TotalLength, n: n, bits: make([]uint64, (n+63)/64)}
+		m = &recvMsg{buf: c.t.bufs.get(int(d.TotalLength)), total: d.TotalLength, n: n, bits: make([]uint64, (n+63)/64)}
 		c.inMsgs[d.MessageID] = m
 	}
 	off := protocol.ByteCount(d.Offset)

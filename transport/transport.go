@@ -29,6 +29,7 @@ type Transport struct {
 	closed  bool
 
 	acceptQ chan *Conn
+	bufs    bufferPool
 	garbage atomic.Uint64
 	unknown atomic.Uint64
 }
@@ -502,4 +503,39 @@ func (t *Transport) Stats() TransportStats {
 		s.Planes = append(s.Planes, ps)
 	}
 	return s
+}
+
+// bufferPool keeps message buffers handed back with Conn.Recycle.
+type bufferPool struct {
+	mu    sync.Mutex
+	free  [][]byte
+	bytes int
+}
+
+const maxPooledBytes = 64 << 20
+
+func (p *bufferPool) get(n int) []byte {
+	p.mu.Lock()
+	if k := len(p.free); k > 0 && cap(p.free[k-1]) >= n {
+		b := p.free[k-1]
+		p.free[k-1] = nil
+		p.free = p.free[:k-1]
+		p.bytes -= cap(b)
+		p.mu.Unlock()
+		return b[:n]
+	}
+	p.mu.Unlock()
+	return make([]byte, n)
+}
+
+func (p *bufferPool) put(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.bytes+cap(b) <= maxPooledBytes {
+		p.free = append(p.free, b[:0])
+		p.bytes += cap(b)
+	}
+	p.mu.Unlock()
 }
