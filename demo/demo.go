@@ -15,14 +15,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,6 +28,7 @@ import (
 	"github.com/multiplane/multiplane/agent"
 	"github.com/multiplane/multiplane/fabricsim/gnmisim"
 	"github.com/multiplane/multiplane/fabricsim/userspace"
+	"github.com/multiplane/multiplane/internal/fabricdproc"
 	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/transport"
@@ -112,11 +110,12 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 
-	fd, err := startFabricd(ctx, cfg, topoFile)
+	fd, err := fabricdproc.Start(ctx, fabricdproc.Options{Bin: cfg.FabricdBin, DataDir: cfg.DataDir, Listen: cfg.Listen,
+		Args: []string{"--topology", topoFile}})
 	if err != nil {
-		return err
+		return fmt.Errorf("demo: %w", err)
 	}
-	defer fd.stop()
+	defer fd.Stop()
 
 	endpoints, err := kv.EmbeddedEndpoints(cfg.DataDir)
 	if err != nil {
@@ -169,8 +168,8 @@ Ctrl-C stops everything.
 
 `, cfg.Hosts, cfg.Planes, cfg.RateBps/1e6, cfg.Listen, filepath.Join(cfg.DataDir, "admin.token"),
 		filepath.Join(cfg.DataDir, "admin.token"), "http://"+cfg.Listen, filepath.Join(cfg.DataDir, "admin.token"), "http://"+cfg.Listen,
-		fd.logPath)
-	tr.report(runCtx, "http://"+cfg.Listen, filepath.Join(cfg.DataDir, "admin.token"))
+		fd.LogPath)
+	tr.report(runCtx, fd)
 	return nil
 }
 
@@ -191,62 +190,6 @@ func failPlane(ctx context.Context, cfg Config, fab *userspace.Fabric) {
 			state = "back UP"
 		}
 		fmt.Fprintf(cfg.Out, "%s >>> plane p%d %s at the switch\n", time.Now().Format("15:04:05"), cfg.FailPlane, state)
-	}
-}
-
-// fabricdProc is fabricd running as a child process.
-type fabricdProc struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-}
-
-func startFabricd(ctx context.Context, cfg Config, topoFile string) (*fabricdProc, error) {
-	logPath := filepath.Join(cfg.DataDir, "fabricd.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(cfg.FabricdBin, "--data-dir", cfg.DataDir, "--listen", cfg.Listen, "--topology", topoFile)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches it through us, in order
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("demo: start %s: %w (run `make build` first)", cfg.FabricdBin, err)
-	}
-	p := &fabricdProc{cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() { cmd.Wait(); logFile.Close(); close(p.done) }()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get("http://" + cfg.Listen + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("demo: fabricd exited at start; see %s", logPath)
-		case <-ctx.Done():
-			p.stop()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("demo: fabricd not ready after 90s; see %s", logPath)
-		}
-	}
-}
-
-func (p *fabricdProc) stop() {
-	p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
 	}
 }
 
@@ -314,22 +257,11 @@ func (tr *traffic) receive(ctx context.Context, h int) {
 }
 
 // planeStates reads the plane states from fabricd's API.
-func planeStates(ctx context.Context, api, tokenFile string) string {
-	token, err := os.ReadFile(tokenFile)
-	if err != nil {
-		return "?"
-	}
-	req, _ := http.NewRequestWithContext(ctx, "GET", api+"/api/v1/planes", nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "?"
-	}
-	defer resp.Body.Close()
+func planeStates(ctx context.Context, fd *fabricdproc.Proc) string {
 	var body struct {
 		Items []struct{ Name, State string }
 	}
-	if json.NewDecoder(resp.Body).Decode(&body) != nil {
+	if err := fd.GetJSON(ctx, "/api/v1/planes", &body); err != nil {
 		return "?"
 	}
 	var out []string
@@ -340,7 +272,7 @@ func planeStates(ctx context.Context, api, tokenFile string) string {
 }
 
 // report prints goodput per pair, traffic per plane and plane states.
-func (tr *traffic) report(ctx context.Context, api, tokenFile string) {
+func (tr *traffic) report(ctx context.Context, fd *fabricdproc.Proc) {
 	t := time.NewTicker(tr.cfg.Report)
 	defer t.Stop()
 	last := map[int]uint64{}
@@ -368,6 +300,6 @@ func (tr *traffic) report(ctx context.Context, api, tokenFile string) {
 			line += fmt.Sprintf(" p%d %5.1f", p, float64(tx-lastPlane[p])*8/tr.cfg.Report.Seconds()/1e6)
 			lastPlane[p] = tx
 		}
-		fmt.Fprintln(tr.cfg.Out, time.Now().Format("15:04:05"), line, "| fabricd:", planeStates(ctx, api, tokenFile))
+		fmt.Fprintln(tr.cfg.Out, time.Now().Format("15:04:05"), line, "| fabricd:", planeStates(ctx, fd))
 	}
 }

@@ -1,0 +1,162 @@
+// Package fabricdproc runs the fabricd binary as a child process for the
+// demo and the whole-system benchmarks: start it, wait until /readyz
+// answers, call its API with the admin token, stop it cleanly.
+//
+//	p, err := fabricdproc.Start(ctx, fabricdproc.Options{Bin: "bin/fabricd", DataDir: dir, Args: []string{"--topology", f}})
+//	defer p.Stop()
+//	err = p.GetJSON(ctx, "/api/v1/planes", &planes)
+package fabricdproc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options say how to run fabricd.
+type Options struct {
+	Bin     string   // the fabricd binary
+	DataDir string   // --data-dir
+	Listen  string   // --listen; empty picks a free loopback port
+	Args    []string // more flags
+	LogPath string   // where its output goes; default <DataDir>/fabricd.log
+	// ReadyTimeout bounds the start (first start runs initdb); default 90 s.
+	ReadyTimeout time.Duration
+}
+
+// Proc is a running fabricd.
+type Proc struct {
+	cmd     *exec.Cmd
+	api     string
+	dataDir string
+	LogPath string
+	done    chan struct{}
+	token   string
+}
+
+// Start starts fabricd and waits until it is ready.
+func Start(ctx context.Context, o Options) (*Proc, error) {
+	if o.Listen == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		o.Listen = l.Addr().String()
+		l.Close()
+	}
+	if o.LogPath == "" {
+		o.LogPath = filepath.Join(o.DataDir, "fabricd.log")
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 90 * time.Second
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(o.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--data-dir", o.DataDir, "--listen", o.Listen}, o.Args...)
+	cmd := exec.Command(o.Bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group: a terminal's Ctrl-C reaches it through us, in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("fabricdproc: start %s: %w (run `make build` first)", o.Bin, err)
+	}
+	p := &Proc{cmd: cmd, api: "http://" + o.Listen, dataDir: o.DataDir, LogPath: o.LogPath, done: make(chan struct{})}
+	go func() { cmd.Wait(); logFile.Close(); close(p.done) }()
+	deadline := time.Now().Add(o.ReadyTimeout)
+	for {
+		resp, err := http.Get(p.api + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("fabricdproc: fabricd exited at start; see %s", o.LogPath)
+		case <-ctx.Done():
+			p.Stop()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("fabricdproc: fabricd not ready after %v; see %s", o.ReadyTimeout, o.LogPath)
+		}
+	}
+	tok, err := os.ReadFile(filepath.Join(o.DataDir, "admin.token"))
+	if err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("fabricdproc: %w", err)
+	}
+	p.token = strings.TrimSpace(string(tok))
+	return p, nil
+}
+
+// URL is the API base, like http://127.0.0.1:8080.
+func (p *Proc) URL() string { return p.api }
+
+// Token is the admin token.
+func (p *Proc) Token() string { return p.token }
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Do calls the API with the admin token.
+func (p *Proc) Do(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, p.api+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	return http.DefaultClient.Do(req)
+}
+
+// GetJSON decodes a GET of path into v.
+func (p *Proc) GetJSON(ctx context.Context, path string, v any) error {
+	resp, err := p.Do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("fabricdproc: GET %s: %s: %s", path, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// Stop sends SIGINT and waits up to 15 s, then kills.
+func (p *Proc) Stop() {
+	p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Kill kills fabricd at once (-9), as a crash would.
+func (p *Proc) Kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
