@@ -26,7 +26,8 @@
 // 1472-byte datagram carries 1442 payload bytes, an 8972-byte one 8942):
 //
 //	0   1  version
-//	1   1  type=1 | flags (0x10 retransmission, 0x20 ack immediately)
+//	1   1  type=1 | flags (0x10 retransmission; 0x20 ack immediately,
+//	       reserved: receivers may ignore it)
 //	2   2  path id
 //	4   4  destination connection id
 //	8   4  per-path sequence number (packet number)
@@ -39,7 +40,12 @@
 //
 // The receiver places the payload at offset in the message's buffer as soon
 // as it arrives, in any order; the message is complete when total length
-// bytes have arrived.
+// bytes have arrived. Both ends cut messages into chunks of the same size,
+// min(both max datagram sizes) - 30 bytes, so offset is a multiple of it and
+// every chunk but a message's last is full; message ids count up from 0 per
+// connection and direction (an empty message is one DATA with length 0).
+// Path ids are plane<<8 | entropy index in this implementation; receivers
+// treat them as opaque.
 //
 // ACK (28-byte header, then path blocks, then CRC):
 //
@@ -92,4 +98,18 @@
 //	8   2  reason length r
 //	10  r  reason (UTF-8)
 //	len-4 4 CRC32C
+//
+// # Exchange
+//
+// The dialer picks a random non-zero connection id and sends INIT on every
+// plane every 25 ms until an INIT_ACK arrives (then, more slowly, on the
+// planes that have not answered). Each side sends DATA on any path to the
+// other's address on that path's plane; the receiver answers with an ACK
+// for the paths it heard from, at the end of each receive batch, on the
+// plane the batch arrived on. In go-back-N mode the receiver accepts only
+// the next packet number of the single path, sends blocks without a
+// bitmap, and sets NAK on the first out-of-order arrival. An ACK without
+// blocks is sent at a quarter of the peer timeout when nothing else is
+// sent, and when reading frees flow-control credit. CLOSE is sent twice on
+// every plane and not acknowledged; a peer that misses it times out.
 package wire
