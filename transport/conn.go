@@ -84,6 +84,9 @@ type Conn struct {
 	rpaths     map[protocol.PathID]*rpath
 	ackList    []*rpath
 	nak        bool
+	ackNow     bool      // an ACK is due at the end of the batch
+	ackPending bool      // an ACK is deferred until ackDue
+	ackDue     time.Time // when a deferred ACK goes out (sender goroutine)
 	inMsgs     map[uint32]*recvMsg
 	doneBelow  uint32
 	doneSet    map[uint32]struct{}
@@ -107,6 +110,8 @@ type path struct {
 	pacer   *congestion.Pacer
 	retx    uint64
 	lastECN uint64
+	// bytes sent since the last packet that asked for an immediate ACK
+	sinceAckNow protocol.ByteCount
 }
 
 type rpath struct {

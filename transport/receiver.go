@@ -7,6 +7,16 @@ import (
 	"github.com/multiplane/multiplane/transport/internal/wire"
 )
 
+// ACK pacing: the receiver acknowledges at the end of a receive batch when
+// a path has ackEvery packets unacknowledged, a packet asked for it
+// (FlagAckNow), or a go-back-N NAK is due; otherwise the ACK waits up to
+// maxAckDelay (sent by the connection's sender goroutine). UET's default
+// is one ACK per 16 KiB; ackEvery = 8 is 11.5 KB at 1472-byte datagrams.
+const (
+	ackEvery    = 8
+	maxAckDelay = 500 * time.Microsecond
+)
+
 // maxAckBlocks bounds the path blocks of one ACK so it fits a 1472-byte
 // datagram: 28 + 29×48 + 4 = 1424.
 const maxAckBlocks = 29
@@ -30,7 +40,11 @@ func (c *Conn) onData(now time.Time, plane int, d *wire.Data, ce bool) {
 		rp.listed = true
 		c.ackList = append(c.ackList, rp)
 	}
+	if d.Flags&wire.FlagAckNow != 0 {
+		c.ackNow = true
+	}
 	if c.mode == ModeGBN {
+		c.ackNow = true // go-back-N acknowledges every batch, like RoCE
 		accept, nak := rp.inorder.OnPacket(d.Seq)
 		if nak {
 			c.nak = true
@@ -38,10 +52,17 @@ func (c *Conn) onData(now time.Time, plane int, d *wire.Data, ce bool) {
 		if !accept {
 			return
 		}
-	} else if !rp.sack.OnPacket(d.Seq, ce) {
-		rp.dupPkts++
-		c.stats.dupPkts++
-		return
+	} else {
+		fresh := rp.sack.OnPacket(d.Seq, ce)
+		if rp.sack.Unacked >= ackEvery || ce {
+			c.ackNow = true
+		}
+		if !fresh {
+			rp.dupPkts++
+			c.stats.dupPkts++
+			c.ackNow = true
+			return
+		}
 	}
 	c.place(d)
 }
@@ -140,13 +161,21 @@ func (c *Conn) afterBatch(now time.Time, pl *plane) {
 	c.needWake = false
 	var obs [2]outBatch
 	nob := 0
-	for len(c.ackList) > 0 && nob < len(obs) && c.state != stateDone && c.peerID != 0 {
-		ob := c.buildAck(pl.idx)
-		if ob.batch == nil {
-			break
+	if c.ackNow || c.nak {
+		c.ackNow = false
+		c.ackPending = false
+		for len(c.ackList) > 0 && nob < len(obs) && c.state != stateDone && c.peerID != 0 {
+			ob := c.buildAck(pl.idx)
+			if ob.batch == nil {
+				break
+			}
+			obs[nob] = ob
+			nob++
 		}
-		obs[nob] = ob
-		nob++
+	} else if len(c.ackList) > 0 && !c.ackPending {
+		c.ackPending = true
+		c.ackDue = now.Add(maxAckDelay)
+		wake = true
 	}
 	if nob > 0 {
 		c.lastSend = now

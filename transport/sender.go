@@ -234,6 +234,14 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 		p.retx++
 		c.stats.retransmits++
 	}
+	// Ask for an immediate ACK about four times per window, and when this
+	// packet is the last of the data queued (so the tail is not delayed).
+	p.sinceAckNow += size
+	cw := p.sent.CC.CongestionWindow()
+	if p.sinceAckNow >= cw/4 || (len(c.sendQ) == 0 && c.retxHead >= len(c.retx)) {
+		d.Flags |= wire.FlagAckNow
+		p.sinceAckNow = 0
+	}
 	pk := b.Next()
 	pk.Buf = d.AppendHeader(pk.Buf, int(end-off))
 	pk.Buf = append(pk.Buf, m.data[off:end]...)
@@ -383,6 +391,16 @@ func (c *Conn) onTimers(now time.Time) {
 	if c.state == stateHandshake {
 		return
 	}
+	if c.ackPending && !now.Before(c.ackDue) {
+		c.ackPending = false
+		for k := 0; len(c.ackList) > 0 && k < 4 && c.peerID != 0; k++ {
+			ob := c.buildAck(c.ackList[len(c.ackList)-1].plane)
+			if ob.batch == nil {
+				break
+			}
+			c.out = append(c.out, ob)
+		}
+	}
 	for _, p := range c.paths {
 		if p.sent.BytesInFlight() == 0 {
 			continue
@@ -427,6 +445,9 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 		}
 	}
 	upd(c.lastSend.Add(c.cfg.PeerTimeout / 4))
+	if c.ackPending {
+		upd(c.ackDue)
+	}
 	if !c.accepted {
 		upd(c.nextInit)
 	}
