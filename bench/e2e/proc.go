@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/multiplane/multiplane/internal/fabricdproc"
+)
+
+// cpuSeconds is a process's user+system CPU time.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which may hold spaces) start at ") ".
+	rest := string(data[strings.LastIndexByte(string(data), ')')+2:])
+	f := strings.Fields(rest)
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+}
+
+// rssBytes is a process's resident set.
+func rssBytes(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for %d", pid)
+}
+
+// metric reads one sample (summing label sets) from fabricd's /metrics.
+func metric(ctx context.Context, fd *fabricdproc.Proc, name string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", fd.URL()+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return sumMetric(resp.Body, name)
+}
+
+func sumMetric(r io.Reader, name string) (float64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	total, found := 0.0, false
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest != "" && rest[0] != ' ' && rest[0] != '{' {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			total += v
+			found = true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("metric %s not exported", name)
+	}
+	return total, sc.Err()
+}
+
+// sse reads server-sent events of kind state_change from fabricd's stream.
+type sseEvent struct {
+	At                             time.Time // arrival
+	SubjectKind, Subject, From, To string
+}
+
+func streamEvents(ctx context.Context, fd *fabricdproc.Proc) (<-chan sseEvent, error) {
+	resp, err := fd.Do(ctx, "GET", "/api/v1/stream", nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("stream: %s", resp.Status)
+	}
+	out := make(chan sseEvent, 1024)
+	go func() {
+		defer resp.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		event := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && event == "state_change":
+				now := time.Now()
+				var e struct {
+					SubjectKind string `json:"subject_kind"`
+					Subject     string
+					From, To    string
+				}
+				if jsonUnmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e) == nil {
+					select {
+					case out <- sseEvent{At: now, SubjectKind: e.SubjectKind, Subject: e.Subject, From: e.From, To: e.To}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}
+	}()
+	return out, nil
+}

@@ -1,0 +1,93 @@
+// Command bench-e2e runs the whole-system benchmarks of package bench/e2e:
+//
+//	bench-e2e telemetry    [flags]  detection latency, ingest, memory (make bench-telemetry)
+//	bench-e2e convergence  [flags]  agents converging after a plane failure (make bench-convergence)
+//
+// Results go to docs/benchmarks/ (--out).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/multiplane/multiplane/bench/e2e"
+	"github.com/multiplane/multiplane/internal/cliconf"
+	"github.com/multiplane/multiplane/internal/logging"
+)
+
+func main() {
+	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
+		fmt.Fprintln(os.Stderr, "usage: bench-e2e telemetry|convergence [flags]  (bench-e2e <cmd> --help lists the flags)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "telemetry":
+		err = telemetry(ctx, os.Args[2:])
+	case "convergence":
+		err = convergence(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown benchmark %q (telemetry or convergence)", os.Args[1])
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+		os.Exit(1)
+	}
+}
+
+func telemetry(ctx context.Context, args []string) error {
+	cfg := e2e.DefaultTelemetryConfig()
+	var logCfg logging.Config
+	out := "docs/benchmarks"
+	fs := flag.NewFlagSet("bench-e2e telemetry", flag.ContinueOnError)
+	fs.StringVar(&cfg.FabricdBin, "fabricd", cfg.FabricdBin, "fabricd binary")
+	fs.StringVar(&cfg.WorkDir, "work-dir", os.TempDir(), "where fabricd's data directory is made")
+	fs.IntVar(&cfg.Switches, "switches", cfg.Switches, "emulated gNMI switches")
+	fs.IntVar(&cfg.Ports, "ports", cfg.Ports, "ports per switch")
+	fs.IntVar(&cfg.Planes, "planes", cfg.Planes, "planes the switches spread over")
+	fs.DurationVar(&cfg.Sample, "sample", cfg.Sample, "gNMI sample interval")
+	fs.IntVar(&cfg.Failures, "failures", cfg.Failures, "port failures to inject")
+	fs.DurationVar(&cfg.UpHold, "up-hold", cfg.UpHold, "fabricd --health-up-hold")
+	fs.DurationVar(&cfg.Ingest, "ingest", cfg.Ingest, "ingest measurement window")
+	fs.DurationVar(&cfg.Soak, "soak", cfg.Soak, "memory soak")
+	fs.StringVar(&out, "out", out, "directory for telemetry.md")
+	logCfg.RegisterFlags(fs)
+	if err := cliconf.Parse(fs, args, "BENCH_E2E"); err != nil {
+		return err
+	}
+	logger, err := logCfg.New(os.Stderr)
+	if err != nil {
+		return err
+	}
+	res, err := e2e.RunTelemetry(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(out, "telemetry.md"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	e2e.WriteTelemetryMarkdown(f, res, "bench-e2e telemetry "+strings.Join(args, " "))
+	e2e.WriteTelemetryMarkdown(os.Stdout, res, "bench-e2e telemetry "+strings.Join(args, " "))
+	return nil
+}
+
+func convergence(ctx context.Context, args []string) error {
+	return errors.New("convergence: not built yet")
+}
