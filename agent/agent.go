@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/multiplane/multiplane/policy"
 )
@@ -240,7 +241,13 @@ func (a *Agent) read(ctx context.Context, cli *clientv3.Client) (*watchState, in
 
 // watch follows both keys from rev+1 until the watch fails or ctx ends.
 func (a *Agent) watch(ctx context.Context, cli *clientv3.Client, st *watchState, rev int64) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// Its own gRPC watch stream per agent (clientv3 groups watches by the
+	// context's metadata): agents sharing a client then do not queue
+	// behind each other in one server-side stream buffer, which made
+	// etcd treat them as slow watchers (victims) when thousands of agents
+	// shared a few streams.
+	wctx := metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "multiplane-watch", a.cfg.WatchStream)
+	wctx, cancel := context.WithCancel(wctx)
 	defer cancel()
 	genCh := cli.Watch(wctx, a.keyGen, clientv3.WithRev(rev+1))
 	docCh := cli.Watch(wctx, a.keyDoc, clientv3.WithRev(rev+1))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/kv"
@@ -278,7 +279,7 @@ func TestRestartsOnLastKnownGoodWithEtcdDown(t *testing.T) {
 
 func newClient(t testing.TB, endpoints []string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,12 @@ type Config struct {
 	// Client is a ready etcd client shared with other agents; the agent
 	// does not close it. When nil the agent opens (and closes) its own.
 	Client *clientv3.Client
+	// WatchStream names the gRPC watch stream of Client the agent's
+	// watches use: agents with the same name share one (default: the
+	// endpoint name, a stream per agent). etcd queues at most 128
+	// responses per stream before treating its watchers as slow, so
+	// agents sharing a client should share a stream by a few tens at most.
+	WatchStream string
 
 	// StateDir holds <endpoint>.lkg.json, the last known good document
 	// (empty: none is kept).
@@ -102,6 +108,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Client == nil && len(c.EtcdEndpoints) == 0 {
 		return c, fmt.Errorf("%w: no etcd endpoints (--etcd-endpoints)", ErrConfig)
+	}
+	if c.WatchStream == "" {
+		c.WatchStream = c.Endpoint
 	}
 	if c.EtcdDialTimeout <= 0 {
 		c.EtcdDialTimeout = DefaultDialTimeout

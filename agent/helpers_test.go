@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -256,3 +257,5 @@ func (p *cutProxy) Resume() {
 }
 
 func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("test", flag.ContinueOnError) }
+
+func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }

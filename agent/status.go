@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -11,12 +13,18 @@ import (
 )
 
 // reportLoop writes the status under the lease on every apply and every
-// status interval, re-creating the lease whenever it is lost (etcd away
-// longer than the TTL). It never blocks applies.
+// status interval (jittered), when it changed, re-creating the lease
+// whenever it is lost (etcd away longer than the TTL). An idle agent thus
+// costs etcd only its lease keepalives. It never blocks applies.
 func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 	shared := a.cfg.Lease != 0
 	r := &reporter{a: a, cli: cli, lease: a.cfg.Lease, shared: shared}
-	tick := time.NewTicker(a.cfg.StatusInterval)
+	// Jittered so that many agents started together do not write together.
+	next := func() time.Duration {
+		iv := a.cfg.StatusInterval
+		return iv - iv/10 + rand.N(iv/5+1)
+	}
+	tick := time.NewTimer(next())
 	defer tick.Stop()
 	defer r.stop()
 	r.report(ctx)
@@ -25,6 +33,7 @@ func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			tick.Reset(next())
 		case <-a.kick:
 		case _, ok := <-r.ka:
 			if ok {
@@ -45,6 +54,7 @@ type reporter struct {
 	ka       <-chan *clientv3.LeaseKeepAliveResponse
 	kaCancel context.CancelFunc
 	failing  bool
+	last     []byte // the status last written under lease
 }
 
 // report grants a lease when there is none and puts the status under it.
@@ -87,16 +97,23 @@ func (r *reporter) put(ctx context.Context) error {
 			kcancel()
 			return err
 		}
-		r.lease, r.ka, r.kaCancel = resp.ID, ka, kcancel
+		r.lease, r.ka, r.kaCancel, r.last = resp.ID, ka, kcancel, nil
 	}
 	data, err := json.Marshal(r.a.Status())
 	if err != nil {
 		return err
 	}
+	if bytes.Equal(data, r.last) {
+		return nil // unchanged: the lease keeps it; no write to etcd
+	}
 	pctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	_, err = r.cli.Put(pctx, r.a.keyStat, string(data), clientv3.WithLease(r.lease))
-	return err
+	if _, err = r.cli.Put(pctx, r.a.keyStat, string(data), clientv3.WithLease(r.lease)); err != nil {
+		r.last = nil
+		return err
+	}
+	r.last = data
+	return nil
 }
 
 // drop forgets an own lease (after it expired or vanished).
@@ -107,7 +124,7 @@ func (r *reporter) drop() {
 	if r.kaCancel != nil {
 		r.kaCancel()
 	}
-	r.lease, r.ka, r.kaCancel = 0, nil, nil
+	r.lease, r.ka, r.kaCancel, r.last = 0, nil, nil, nil
 }
 
 // stop revokes the own lease, which deletes the status, or deletes the
