@@ -24,7 +24,12 @@
 // Updates older than the last one are ignored, unknown paths and interfaces
 // not in the topology are ignored, and values of the wrong type are counted
 // (multiplane_telemetry_errors_total{kind="type_mismatch"}) and logged once
-// per switch and path. The observer gets one batch per notification.
+// per switch and path. The observer gets one batch per notification: an
+// interface's oper-status when it is reported, and its rates whenever its
+// interface counters are (queue counters, ECN marks and drops summed over
+// the output queues, ride along with the next interface counters; with a
+// target that sends one leaf per notification, each leaf gives a sample
+// with the latest rates of all counters).
 //
 // Use:
 //

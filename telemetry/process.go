@@ -309,7 +309,12 @@ func (p *processor) update(nt *wireNotif, u *wireUpdate) {
 			p.typeMismatch(s.name, "qos/queue["+string(qname)+"]/state/"+string(el(7).name), u.val.kind)
 			return
 		}
-		p.step(s, &s.queue(qname).ctr[i], v, ts)
+		// Queue rates ride along with the interface's next counter sample
+		// (within one interval), so a port gives one rate sample per
+		// interval, not one per container.
+		if _, _, _, stale := s.queue(qname).ctr[i].step(v, ts, p.maxRate); stale {
+			p.count(p.m.stale)
+		}
 	}
 }
 

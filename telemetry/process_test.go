@@ -209,25 +209,25 @@ func TestProcessorQueuesAndGarbage(t *testing.T) {
 			{Name: "output"}, {Name: "queues"}, {Name: "queue", Key: map[string]string{"name": name}}, {Name: "state"}}},
 			Update: []*pb.Update{leafUpd("ecn-marked-pkts", ecn), leafUpd("dropped-pkts", u64(0)), leafUpd("max-queue-len", u64(9))}}
 	}
-	p.notification(q(t0, "q0", u64(100)))
-	p.notification(q(t0, "q1", u64(100)))
-	p.notification(q(t0+sec, "q0", u64(150)))
-	b := p.notification(q(t0+sec, "q1", u64(125)))
-	if len(b) != 1 || b[0].Rates.ECNMarked != 75 {
+	for _, n := range []*pb.Notification{q(t0, "q0", u64(100)), q(t0, "q1", u64(100)), counters(t0, "eth2", 1),
+		q(t0+sec, "q0", u64(150)), q(t0+sec, "q1", u64(125))} {
+		if b := p.notification(n); len(b) != 0 {
+			t.Fatalf("queue counters or first values gave a sample: %+v", b)
+		}
+	}
+	// The interface's counters carry the queues' summed rates.
+	b := p.notification(counters(t0+sec, "eth2", 101))
+	if len(b) != 1 || b[0].Rates.ECNMarked != 75 || b[0].Rates.InOctets != 100 {
 		t.Fatalf("queues summed: got %+v", b)
 	}
 	// Garbage: wrong types are counted, never a sample or a rate.
-	if b := p.notification(q(t0+2*sec, "q0", str("garbage"))); len(b) != 1 || b[0].Rates == nil {
-		// dropped-pkts still gives a rate; ECN keeps its last.
+	if b := p.notification(q(t0+2*sec, "q0", str("garbage"))); len(b) != 0 {
 		t.Fatalf("garbage queue value: got %+v", b)
 	}
 	if value(mm) != 1 {
 		t.Fatal("garbage not counted")
 	}
-	if b := p.notification(counters(t0, "eth2", 1)); len(b) != 0 {
-		t.Fatalf("got %+v", b)
-	}
-	bad := &pb.Notification{Timestamp: t0 + sec, Prefix: ifPrefix("interfaces", "eth2"), Update: []*pb.Update{
+	bad := &pb.Notification{Timestamp: t0 + 3*sec, Prefix: ifPrefix("interfaces", "eth2"), Update: []*pb.Update{
 		leafUpd("state/counters/in-octets", &pb.TypedValue{Value: &pb.TypedValue_BoolVal{BoolVal: true}}),
 		leafUpd("state/counters/out-octets", &pb.TypedValue{Value: &pb.TypedValue_IntVal{IntVal: -5}}),
 		leafUpd("state/counters/in-pkts", &pb.TypedValue{Value: &pb.TypedValue_JsonIetfVal{JsonIetfVal: []byte(`"12"`)}}),

@@ -64,10 +64,10 @@ func TestAgainstReferenceSubscribeServer(t *testing.T) {
 	ref := startReference(t, "leaf1")
 	t0 := time.Now()
 	counters := func(ts time.Time, iface string, octets uint64) {
+		ref.leaf(t, "leaf1", ts, "qos/interfaces/interface[interface-id="+iface+"]/output/queues/queue[name=BE1]/state/ecn-marked-pkts", u64(octets/10))
 		for _, leaf := range []string{"in-octets", "out-octets", "in-pkts", "out-pkts", "in-errors", "in-discards", "out-discards", "in-fcs-errors"} {
 			ref.leaf(t, "leaf1", ts, "interfaces/interface[name="+iface+"]/state/counters/"+leaf, u64(octets))
 		}
-		ref.leaf(t, "leaf1", ts, "qos/interfaces/interface[interface-id="+iface+"]/output/queues/queue[name=BE1]/state/ecn-marked-pkts", u64(octets/10))
 	}
 	for _, iface := range []string{"Ethernet0", "Ethernet4"} {
 		ref.leaf(t, "leaf1", t0, "interfaces/interface[name="+iface+"]/state/oper-status", str("UP"))

@@ -259,11 +259,8 @@ func (s *Switch) publishPort(ps *PortState, ts int64) {
 		v[i] += p.adj[i]
 	}
 	v[InterfaceTransitions] += p.transitions
-	upd := make([]*pb.Update, len(counterLeaves))
-	for i, leaf := range counterLeaves {
-		upd[i] = &pb.Update{Path: leafPath(leaf), Val: uintVal(v[i])}
-	}
-	s.update(&pb.Notification{Timestamp: ts, Atomic: true, Prefix: countersPrefix(s.cfg.Name, ps.Name), Update: upd})
+	// Queues first: a collector can then fold the queue rates into the
+	// interface sample that follows.
 	queues := ps.Queues
 	if len(queues) == 0 {
 		queues = []QueueCounters{{Name: DefaultQueue}}
@@ -279,6 +276,11 @@ func (s *Switch) publishPort(ps *PortState, ts int64) {
 				{Path: leafPath("dropped-pkts"), Val: uintVal(drop)},
 			}})
 	}
+	upd := make([]*pb.Update, len(counterLeaves))
+	for i, leaf := range counterLeaves {
+		upd[i] = &pb.Update{Path: leafPath(leaf), Val: uintVal(v[i])}
+	}
+	s.update(&pb.Notification{Timestamp: ts, Atomic: true, Prefix: countersPrefix(s.cfg.Name, ps.Name), Update: upd})
 }
 
 // publishStatus publishes oper-status and admin-status if they changed.
