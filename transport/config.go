@@ -157,6 +157,9 @@ type Config struct {
 	PollMode PollMode
 	// BatchSize is the most datagrams per system call (default 64).
 	BatchSize int
+	// NoGSO turns off UDP segmentation offload for sends (on by default on
+	// Linux; it turns itself off where the kernel refuses it).
+	NoGSO bool
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF (default 8 MiB).
 	SocketBuffer int
 	// SendBuffer is the unacknowledged bytes a connection holds before

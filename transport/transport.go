@@ -90,6 +90,7 @@ func (t *Transport) ioConfig() ioengine.Config {
 		BufferSize:   int(t.cfg.MaxDatagramSize),
 		SocketBuffer: t.cfg.SocketBuffer,
 		ECN:          true,
+		GSO:          !t.cfg.NoGSO,
 		Logger:       t.cfg.Logger,
 	}
 }

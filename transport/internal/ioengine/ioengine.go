@@ -125,6 +125,10 @@ type Config struct {
 	SpinDuration time.Duration
 	// ECN marks sent datagrams ECT(0) and reads the TOS byte of received ones.
 	ECN bool
+	// GSO sends runs of equal-size datagrams to one address as one
+	// UDP_SEGMENT send (Linux; turned off by itself where the kernel or
+	// device refuses it).
+	GSO bool
 	// Portable forces the golang.org/x/net/ipv4 engine on Linux too.
 	Portable bool
 	Logger   *slog.Logger

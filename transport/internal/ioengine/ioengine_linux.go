@@ -72,9 +72,12 @@ type rawBatcher struct {
 	whdr  []unix.Mmsghdr
 	wiov  []unix.Iovec
 	wname []unix.RawSockaddrInet6
+	woob  []byte
+	wcnt  []int          // datagrams carried by each message (GSO)
 	wmsgs []unix.Mmsghdr // current slice being written
 	wn    int
 	werr  syscall.Errno
+	gso   bool
 
 	readFn, writeFn func(fd uintptr) bool
 }
@@ -89,6 +92,8 @@ func newRawBatcher(conn *net.UDPConn, p *Port, n int) (batcher, error) {
 		rhdr: make([]unix.Mmsghdr, n), riov: make([]unix.Iovec, n), rname: make([]unix.RawSockaddrInet6, n),
 		roob: make([]byte, n*oobSize),
 		whdr: make([]unix.Mmsghdr, n), wiov: make([]unix.Iovec, n), wname: make([]unix.RawSockaddrInet6, n),
+		woob: make([]byte, n*gsoCmsgSpace), wcnt: make([]int, n),
+		gso: p.cfg.GSO,
 	}
 	r.readFn = r.doRead
 	r.writeFn = r.doWrite
@@ -218,39 +223,104 @@ func (r *rawBatcher) doWrite(fd uintptr) bool {
 	return true
 }
 
-func (r *rawBatcher) write(b *Batch) error {
+// GSO limits: segments per send and bytes per send (an IP datagram).
+const (
+	gsoMaxSegments = 64
+	gsoMaxBytes    = 65000
+)
+
+var gsoCmsgSpace = unix.CmsgSpace(2)
+
+// build fills the message headers for b: with GSO, runs of datagrams to
+// the same address with the same size (the last may be shorter) become one
+// message with one iovec per datagram and a UDP_SEGMENT control message.
+// It returns the number of messages.
+func (r *rawBatcher) build(b *Batch) int {
 	k := len(b.Pkts)
-	for i := 0; i < k; i++ {
-		pk := &b.Pkts[i]
-		r.wiov[i].Base = &pk.Buf[0]
-		r.wiov[i].SetLen(len(pk.Buf))
-		h := &r.whdr[i].Hdr
-		h.Name = (*byte)(unsafe.Pointer(&r.wname[i]))
-		h.Namelen = r.putName(i, pk.Addr)
+	m := 0
+	for i := 0; i < k; {
+		first := &b.Pkts[i]
+		seg := len(first.Buf)
+		j := i + 1
+		if r.gso {
+			total := seg
+			for j < k && j-i < gsoMaxSegments {
+				pk := &b.Pkts[j]
+				if pk.Addr != first.Addr || len(pk.Buf) > seg || len(pk.Buf) == 0 || total+len(pk.Buf) > gsoMaxBytes {
+					break
+				}
+				total += len(pk.Buf)
+				j++
+				if len(pk.Buf) < seg {
+					break // a short datagram ends the run
+				}
+			}
+		}
+		for x := i; x < j; x++ {
+			pk := &b.Pkts[x]
+			r.wiov[x].Base = &pk.Buf[0]
+			r.wiov[x].SetLen(len(pk.Buf))
+		}
+		h := &r.whdr[m].Hdr
+		h.Name = (*byte)(unsafe.Pointer(&r.wname[m]))
+		h.Namelen = r.putName(m, first.Addr)
 		h.Iov = &r.wiov[i]
-		h.Iovlen = 1
-		h.Control = nil
-		h.SetControllen(0)
+		h.Iovlen = uint64(j - i)
 		h.Flags = 0
+		if j-i > 1 {
+			oob := r.woob[m*gsoCmsgSpace : (m+1)*gsoCmsgSpace]
+			ch := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+			ch.Level = unix.SOL_UDP
+			ch.Type = unix.UDP_SEGMENT
+			ch.SetLen(unix.CmsgLen(2))
+			binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(seg))
+			h.Control = &oob[0]
+			h.SetControllen(gsoCmsgSpace)
+		} else {
+			h.Control = nil
+			h.SetControllen(0)
+		}
+		r.wcnt[m] = j - i
+		m++
+		i = j
 	}
+	return m
+}
+
+func (r *rawBatcher) write(b *Batch) error {
 	c := &r.port.c
-	done := 0
-	for done < k {
-		r.wmsgs = r.whdr[done:k]
+	nmsg := r.build(b)
+	done, pkt := 0, 0
+	for done < nmsg {
+		r.wmsgs = r.whdr[done:nmsg]
 		if err := r.rc.Write(r.writeFn); err != nil {
 			return err
 		}
 		c.txBatches.Add(1)
 		if r.werr != 0 {
-			// The first datagram failed (for example no route): skip it.
-			c.txErrors.Add(1)
+			if r.gso && (r.werr == unix.EIO || r.werr == unix.EINVAL || r.werr == unix.ENOPROTOOPT) && r.wcnt[done] > 1 {
+				// No segmentation offload on this path: stop using it
+				// and resend what is left one datagram per message.
+				r.gso = false
+				rest := &Batch{Pkts: b.Pkts[pkt:]}
+				nmsg, done = r.build(rest), 0
+				b = rest
+				pkt = 0
+				continue
+			}
+			// The first message failed (for example no route): skip it.
+			c.txErrors.Add(uint64(r.wcnt[done]))
+			pkt += r.wcnt[done]
 			done++
 			continue
 		}
-		for i := done; i < done+r.wn; i++ {
-			c.txBytes.Add(uint64(len(b.Pkts[i].Buf)))
+		for m := done; m < done+r.wn; m++ {
+			for x := pkt; x < pkt+r.wcnt[m]; x++ {
+				c.txBytes.Add(uint64(len(b.Pkts[x].Buf)))
+			}
+			c.txPackets.Add(uint64(r.wcnt[m]))
+			pkt += r.wcnt[m]
 		}
-		c.txPackets.Add(uint64(r.wn))
 		done += r.wn
 	}
 	return nil

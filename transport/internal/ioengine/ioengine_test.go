@@ -46,13 +46,10 @@ func run(t testing.TB, p *Port, handle func(*Batch)) {
 
 func TestSendReceive(t *testing.T) {
 	for _, mode := range []PollMode{PollAdaptive, PollBusy, PollBlocking} {
-		for _, portable := range []bool{false, true} {
-			name := mode.String()
-			if portable {
-				name += "/portable"
-			}
-			t.Run(name, func(t *testing.T) {
-				cfg := Config{Mode: mode, ECN: true, Portable: portable, BatchSize: 16}
+		for _, variant := range []string{"raw", "gso", "portable"} {
+			portable, gso := variant == "portable", variant == "gso"
+			t.Run(mode.String()+"/"+variant, func(t *testing.T) {
+				cfg := Config{Mode: mode, ECN: true, Portable: portable, GSO: gso, BatchSize: 16}
 				rx, tx := listen(t, cfg), listen(t, cfg)
 				const total = 1000
 				var got atomic.Int64
@@ -118,13 +115,9 @@ func waitFor(t testing.TB, cond func() bool) {
 // loopback and receives them; one op is one datagram. allocs/op must be 0
 // with the raw Linux engine.
 func BenchmarkLoopback(b *testing.B) {
-	for _, portable := range []bool{false, true} {
-		name := "raw"
-		if portable {
-			name = "xnet"
-		}
+	for _, name := range []string{"raw", "gso", "xnet"} {
 		b.Run(name, func(b *testing.B) {
-			cfg := Config{Mode: PollAdaptive, Portable: portable}
+			cfg := Config{Mode: PollBlocking, Portable: name == "xnet", GSO: name == "gso"}
 			rx, tx := listen(b, cfg), listen(b, cfg)
 			var got atomic.Int64
 			run(b, rx, func(bt *Batch) { got.Add(int64(len(bt.Pkts))) })
@@ -135,6 +128,7 @@ func BenchmarkLoopback(b *testing.B) {
 			b.ResetTimer()
 			sendN(b, tx, rx.LocalAddr(), b.N, &got)
 			b.ReportMetric(float64(rx.Stats().KernelDrops), "kdrops")
+			b.ReportMetric(float64(tx.Stats().TxBatches)/float64(tx.Stats().TxPackets), "syscalls/pkt")
 		})
 	}
 }
