@@ -182,6 +182,15 @@ type watchState struct {
 // stream).
 func (a *Agent) watchLoop(ctx context.Context, cli *clientv3.Client) {
 	backoff := minBackoff
+	pause := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+		return true
+	}
 	down := false
 	for ctx.Err() == nil {
 		st, rev, err := a.read(ctx, cli)
@@ -193,25 +202,27 @@ func (a *Agent) watchLoop(ctx context.Context, cli *clientv3.Client) {
 				a.logger.Warn("etcd unreachable; keeping the applied configuration", "err", err)
 				down = true
 			}
-			select {
-			case <-ctx.Done():
+			if !pause() {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
 		if down {
 			a.logger.Info("etcd reachable again", "revision", rev)
 			down = false
 		}
-		backoff = minBackoff
 		a.evaluate(st)
+		began := time.Now()
 		err = a.watch(ctx, cli, st, rev)
 		if ctx.Err() != nil {
 			return
 		}
 		a.logger.Info("watch ended; reading again", "revision", rev, "err", err)
+		if time.Since(began) > 2*time.Second {
+			backoff = minBackoff
+		} else if !pause() { // a watch failing at once must not spin
+			return
+		}
 	}
 }
 
