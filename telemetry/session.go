@@ -292,7 +292,9 @@ func (s *session) request() *pb.SubscribeRequest {
 	return &pb.SubscribeRequest{Request: &pb.SubscribeRequest_Subscribe{Subscribe: &pb.SubscriptionList{
 		Prefix: prefix, Mode: pb.SubscriptionList_STREAM, Encoding: enc,
 		Subscription: []*pb.Subscription{
-			{Path: iface("state", "oper-status"), Mode: pb.SubscriptionMode_ON_CHANGE},
+			// A heartbeat keeps an idle stream from looking dead to targets that
+			// honour it (OpenConfig's reference server streams counters anyway).
+			{Path: iface("state", "oper-status"), Mode: pb.SubscriptionMode_ON_CHANGE, HeartbeatInterval: uint64(cfg.SilenceTimeout / 2)},
 			{Path: iface("state", "counters"), Mode: pb.SubscriptionMode_SAMPLE, SampleInterval: every},
 			{Path: queues, Mode: pb.SubscriptionMode_SAMPLE, SampleInterval: every},
 		},
