@@ -5,7 +5,7 @@ BIN         := bin
 GOFLAGS_TEST ?= -count=1 -timeout 30m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test demo run-fabricd lint deps-demo deps-test fuzz clean bench-transport
+.PHONY: all build test demo run-fabricd bench-telemetry bench-convergence lint deps-demo deps-test fuzz clean bench-transport
 
 all: build
 
@@ -37,6 +37,13 @@ demo: deps-demo build
 # fabricd alone with the example topology (its switches are not emulated).
 run-fabricd: deps-demo build
 	@exec $(BIN)/fabricd --data-dir var --topology examples/topology.yaml
+
+# Whole-system benchmarks against the real fabricd; results in docs/benchmarks/.
+bench-telemetry: deps-demo build
+	$(BIN)/bench-e2e telemetry --fabricd $(BIN)/fabricd
+
+bench-convergence: deps-demo build
+	$(BIN)/bench-e2e convergence --fabricd $(BIN)/fabricd
 
 fuzz:
 	$(GO) test ./planes -run '^$$' -fuzz FuzzParseTopology -fuzztime 60s

@@ -99,14 +99,8 @@ type EndpointPolicy struct {
 	Endpoint string     `json:"endpoint"`
 	PathSet  PathSet    `json:"path_set"`
 	Rate     RatePolicy `json:"rate_policy"`
-}
-
-// PortState is a port's usability, for the fabric-wide directory.
-type PortState struct {
-	Endpoint string `json:"endpoint"`
-	Plane    string `json:"plane"`
-	Address  string `json:"address"`
-	Usable   bool   `json:"usable"`
+	// Ports are all the endpoint's ports, for the directory peers read.
+	Ports []DirectoryPort `json:"ports"`
 }
 
 // Output is the computed policy, sorted by endpoint name.
@@ -229,6 +223,11 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 		})
 	}
 	slices.SortFunc(ps.Planes, func(a, b PlanePath) int { return a.Index - b.Index })
+	ports := make([]DirectoryPort, len(cands))
+	for i, c := range cands {
+		ports[i] = DirectoryPort{Plane: c.port.Plane, Index: planeIdx[c.port.Plane], Address: c.port.Address.String(), Usable: c.preferred}
+	}
+	slices.SortFunc(ports, func(a, b DirectoryPort) int { return a.Index - b.Index })
 
 	className := in.Intents.Assignments[e.Name]
 	class, ok := classes[className]
@@ -245,7 +244,7 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 			rate.PlaneCaps[p.Plane] = int64(float64(p.SpeedBps) * info.CapacityRatio)
 		}
 	}
-	return EndpointPolicy{Endpoint: e.Name, PathSet: ps, Rate: rate}
+	return EndpointPolicy{Endpoint: e.Name, PathSet: ps, Rate: rate, Ports: ports}
 }
 
 // roundWeight keeps documents stable across float noise.

@@ -44,3 +44,55 @@ func WriteTelemetryMarkdown(w io.Writer, r *TelemetryResult, command string) {
 		fmt.Fprintln(w)
 	}
 }
+
+func convRow(w io.Writer, name string, c Convergence) {
+	fmt.Fprintf(w, "| %s | %.0f / %.0f / %.0f ms | %s | %s | %.0f / %.0f ms | %.0f | %.0f | %.1f KiB | %.2f s | %d |\n",
+		name, ms(c.Latency.P50), ms(c.Latency.P99), ms(c.Latency.Max), optMs(c.Detect), optMs(c.Published),
+		ms(c.Delivery.P50), ms(c.Delivery.P99), c.Generations, c.Writes, c.Bytes/1024, c.CPU, c.Missing)
+}
+
+func optMs(d time.Duration) string {
+	if d == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f ms", ms(d))
+}
+
+// WriteConvergenceMarkdown writes docs/benchmarks/convergence.md.
+func WriteConvergenceMarkdown(w io.Writer, r *ConvergenceResult, command string) {
+	c := r.Config
+	fmt.Fprintf(w, "# Convergence benchmark\n\n")
+	machineLines(w)
+	fmt.Fprintf(w, "- Command: `%s`\n", command)
+	fmt.Fprintf(w, "- Setup: the real `fabricd` binary (private PostgreSQL, embedded etcd, policy leader) with %d endpoints on %d planes, "+
+		"%d emulated gNMI switches per plane (%d ports each, %v sampling); %d endpoint agents (real agent code, real etcd watches, "+
+		"%d shared etcd clients, one shared status lease) in the benchmark process, applying to a recorder instead of a transport. "+
+		"Everything shares the machine's cores.\n",
+		c.Endpoints, c.Planes, c.PerPlane, c.Endpoints/c.PerPlane, c.Sample, c.Endpoints, c.Clients)
+	fmt.Fprintf(w, "- Agents: %.1f KiB heap and %.1f goroutines each; all %d applied their first generation %.1f s after starting.\n\n",
+		r.AgentHeapBytes/1024, r.AgentGoroutines, c.Endpoints, r.Initial.Seconds())
+	fmt.Fprintf(w, "Latency is from the trigger (first port set DOWN at the switches, or the drain request sent) to each agent applying a document that reflects it. "+
+		"Breakdown: *detect* = trigger → plane state change on fabricd's event stream; *published* = trigger → the generation the agents end on is announced "+
+		"in etcd (detection, computation, debounce, etcd writes); *delivery+apply* = that announcement → each agent applied.\n\n")
+	fmt.Fprintf(w, "| event | latency p50 / p99 / max | detect | published | delivery+apply p50 / p99 | generations | etcd writes | bytes written | fabricd CPU | agents missing |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
+	convRow(w, fmt.Sprintf("plane p0 down (all %d ports DOWN via gNMI; injection took %.0f ms)", c.Endpoints, ms(r.Injection)), r.PlaneDown)
+	convRow(w, "plane p0 back up (after the 1 s up-hold)", r.PlaneUp)
+	if len(r.Drains) > 0 {
+		var p50s, p99s []time.Duration
+		var writes, bytes, cpu float64
+		for _, d := range r.Drains {
+			p50s, p99s = append(p50s, d.Latency.P50), append(p99s, d.Latency.P99)
+			writes, bytes, cpu = writes+d.Writes, bytes+d.Bytes, cpu+d.CPU
+		}
+		n := float64(len(r.Drains))
+		fmt.Fprintf(w, "\nDrain/undrain of p1, one operation a second, %d operations: per-operation p99 latency median %.0f ms, worst %.0f ms; "+
+			"median per-operation p50 %.0f ms; %.0f etcd writes and %.1f KiB per operation; fabricd used %.2f cores during the cycles.\n",
+			len(r.Drains), ms(quantiles(p99s).P50), ms(quantiles(p99s).Max), ms(quantiles(p50s).P50), writes/n, bytes/n/1024, r.FabricdCPUPerSec)
+		missing := 0
+		for _, d := range r.Drains {
+			missing += d.Missing
+		}
+		fmt.Fprintf(w, "Agents that missed an operation's convergence deadline (%v): %d.\n", c.Timeout, missing)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -75,19 +76,53 @@ func telemetry(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(out, "telemetry.md"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	e2e.WriteTelemetryMarkdown(f, res, "bench-e2e telemetry "+strings.Join(args, " "))
-	e2e.WriteTelemetryMarkdown(os.Stdout, res, "bench-e2e telemetry "+strings.Join(args, " "))
-	return nil
+	return writeReport(out, "telemetry.md", func(w io.Writer) {
+		e2e.WriteTelemetryMarkdown(w, res, "bench-e2e telemetry "+strings.Join(args, " "))
+	})
 }
 
 func convergence(ctx context.Context, args []string) error {
-	return errors.New("convergence: not built yet")
+	cfg := e2e.DefaultConvergenceConfig()
+	var logCfg logging.Config
+	out := "docs/benchmarks"
+	fs := flag.NewFlagSet("bench-e2e convergence", flag.ContinueOnError)
+	fs.StringVar(&cfg.FabricdBin, "fabricd", cfg.FabricdBin, "fabricd binary")
+	fs.StringVar(&cfg.WorkDir, "work-dir", os.TempDir(), "where fabricd's data directory is made")
+	fs.IntVar(&cfg.Endpoints, "endpoints", cfg.Endpoints, "endpoint agents")
+	fs.IntVar(&cfg.Planes, "planes", cfg.Planes, "planes")
+	fs.IntVar(&cfg.PerPlane, "switches-per-plane", cfg.PerPlane, "emulated gNMI switches per plane")
+	fs.IntVar(&cfg.Clients, "etcd-clients", cfg.Clients, "etcd clients the agents share")
+	fs.DurationVar(&cfg.Sample, "sample", cfg.Sample, "gNMI sample interval")
+	fs.IntVar(&cfg.DrainCycles, "drain-cycles", cfg.DrainCycles, "drain/undrain cycles (two operations a cycle, one a second)")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "deadline of each convergence")
+	fs.StringVar(&out, "out", out, "directory for convergence.md")
+	logCfg.RegisterFlags(fs)
+	if err := cliconf.Parse(fs, args, "BENCH_E2E"); err != nil {
+		return err
+	}
+	logger, err := logCfg.New(os.Stderr)
+	if err != nil {
+		return err
+	}
+	res, err := e2e.RunConvergence(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	return writeReport(out, "convergence.md", func(w io.Writer) {
+		e2e.WriteConvergenceMarkdown(w, res, "bench-e2e convergence "+strings.Join(args, " "))
+	})
+}
+
+// writeReport writes a report to out/name and to stdout.
+func writeReport(out, name string, write func(io.Writer)) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(out, name))
+	if err != nil {
+		return err
+	}
+	write(f)
+	write(os.Stdout)
+	return f.Close()
 }

@@ -278,11 +278,7 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	desired[policy.KeyPlanes] = policy.PlanesDoc{Generation: gen, Planes: in.Output.Planes}
 	for _, ep := range in.Output.Endpoints {
 		desired[policy.KeyEndpoint(ep.Endpoint)] = policy.EndpointDoc{Generation: gen, Endpoint: ep.Endpoint, PathSet: ep.PathSet, RatePolicy: ep.Rate}
-		dir := policy.DirectoryDoc{Generation: gen, Endpoint: ep.Endpoint}
-		for _, pp := range ep.PathSet.Planes {
-			dir.Ports = append(dir.Ports, policy.DirectoryPort{Plane: pp.Plane, Index: pp.Index, Address: pp.Address, Usable: ep.PathSet.Fallback == ""})
-		}
-		desired[policy.KeyDirectory(ep.Endpoint)] = dir
+		desired[policy.KeyDirectory(ep.Endpoint)] = policy.DirectoryDoc{Generation: gen, Endpoint: ep.Endpoint, Ports: ep.Ports}
 	}
 	var ops []op
 	newContent := map[string][]byte{}

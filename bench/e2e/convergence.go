@@ -1,0 +1,423 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/multiplane/multiplane/agent"
+	"github.com/multiplane/multiplane/fabricsim/gnmisim"
+	"github.com/multiplane/multiplane/internal/fabricdproc"
+	"github.com/multiplane/multiplane/kv"
+	"github.com/multiplane/multiplane/policy"
+)
+
+// ConvergenceConfig sizes the convergence benchmark.
+type ConvergenceConfig struct {
+	FabricdBin  string
+	WorkDir     string
+	Endpoints   int // agents
+	Planes      int
+	PerPlane    int // switches per plane
+	Clients     int // etcd clients the agents share
+	Sample      time.Duration
+	DrainCycles int           // drain/undrain cycles, one a second
+	Timeout     time.Duration // per convergence
+}
+
+// DefaultConvergenceConfig is the setup: 4,000 agents.
+func DefaultConvergenceConfig() ConvergenceConfig {
+	return ConvergenceConfig{FabricdBin: "bin/fabricd", Endpoints: 4000, Planes: 8, PerPlane: 4, Clients: 8,
+		Sample: 10 * time.Second, DrainCycles: 60, Timeout: 30 * time.Second}
+}
+
+// Convergence is one measured event.
+type Convergence struct {
+	Latency     Quantiles     // trigger → each agent applied a document reflecting it
+	Detect      time.Duration // trigger → plane state change on the API stream (telemetry events)
+	Published   time.Duration // trigger → the generation agents end on is announced in etcd
+	Delivery    Quantiles     // that announcement → each agent applied
+	Writes      float64       // etcd documents written (generation keys included)
+	Bytes       float64
+	Generations float64
+	CPU         float64 // fabricd CPU seconds over the event
+	Missing     int     // agents that did not converge in time
+}
+
+// ConvergenceResult are the measured figures.
+type ConvergenceResult struct {
+	Config           ConvergenceConfig
+	Initial          time.Duration // all agents applied their first generation after start
+	PlaneDown        Convergence
+	Injection        time.Duration // setting every port of the plane DOWN at its switches
+	PlaneUp          Convergence
+	Drains           []Convergence
+	AgentHeapBytes   float64 // per agent
+	AgentGoroutines  float64 // per agent
+	FabricdCPUPerSec float64 // during the drain cycles
+}
+
+// recorder is the benchmark's Applier: it records when each agent applied
+// a document, and which planes it held.
+type recorder struct {
+	mu      sync.Mutex
+	applied map[string]appliedDoc
+	changed chan struct{}
+}
+
+type appliedDoc struct {
+	at     time.Time
+	gen    uint64
+	planes []string
+}
+
+type recordingApplier struct {
+	r    *recorder
+	name string
+	n    int
+}
+
+func (a recordingApplier) Apply(doc policy.EndpointDoc) error {
+	var ps []string
+	for _, p := range doc.PathSet.Planes {
+		ps = append(ps, p.Plane)
+	}
+	a.r.mu.Lock()
+	a.r.applied[a.name] = appliedDoc{at: time.Now(), gen: doc.Generation, planes: ps}
+	a.r.mu.Unlock()
+	select {
+	case a.r.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+func (a recordingApplier) Stats() []policy.PathStatus { return nil }
+func (a recordingApplier) Planes() int                { return a.n }
+
+// wait until every agent applied a document satisfying ok; returns per-agent
+// apply times and how many did not make it.
+func (r *recorder) wait(ctx context.Context, names []string, timeout time.Duration, ok func(appliedDoc) bool) ([]time.Time, int) {
+	deadline := time.Now().Add(timeout)
+	for {
+		r.mu.Lock()
+		var times []time.Time
+		for _, n := range names {
+			if d, found := r.applied[n]; found && ok(d) {
+				times = append(times, d.at)
+			}
+		}
+		r.mu.Unlock()
+		if len(times) == len(names) || time.Now().After(deadline) || ctx.Err() != nil {
+			return times, len(names) - len(times)
+		}
+		select {
+		case <-r.changed:
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// RunConvergence starts the switches, fabricd and the agents, then fails a
+// plane through telemetry, restores it, and cycles drains.
+func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Logger) (*ConvergenceResult, error) {
+	res := &ConvergenceResult{Config: cfg}
+	switches := cfg.Planes * cfg.PerPlane
+	ports := cfg.Endpoints / cfg.PerPlane
+	fleet, err := gnmisim.StartFleet(gnmisim.FleetConfig{Switches: switches, Ports: ports, Planes: cfg.Planes,
+		Tick: cfg.Sample, Logger: logger.With("component", "gnmisim")})
+	if err != nil {
+		return nil, err
+	}
+	defer fleet.Close()
+	topo := fleet.Topology()
+	dataDir := filepath.Join(cfg.WorkDir, "fabricd-convergence")
+	os.RemoveAll(dataDir)
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	topoFile := filepath.Join(dataDir, "topology.json")
+	data, _ := json.Marshal(topo)
+	if err := os.WriteFile(topoFile, data, 0o644); err != nil {
+		return nil, err
+	}
+	fd, err := fabricdproc.Start(ctx, fabricdproc.Options{Bin: cfg.FabricdBin, DataDir: dataDir, Args: []string{
+		"--topology", topoFile, "--log-level", "warn", "--health-up-hold", "1s", "--health-flap-damping=false",
+		"--telemetry-sample-interval", cfg.Sample.String(),
+	}})
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Stop()
+	if err := waitSynced(ctx, fd, switches, 3*time.Minute); err != nil {
+		return nil, err
+	}
+	events, err := streamEvents(ctx, fd)
+	if err != nil {
+		return nil, err
+	}
+	endpoints, err := kv.EmbeddedEndpoints(dataDir)
+	if err != nil {
+		return nil, err
+	}
+
+	// Agents: real agent code, shared etcd clients and one shared lease.
+	var clients []*clientv3.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for range max(cfg.Clients, 1) {
+		c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+			MaxCallSendMsgSize: 16 << 20, MaxCallRecvMsgSize: 64 << 20})
+		if err != nil {
+			return nil, err
+		}
+		clients = append(clients, c)
+	}
+	lease, err := clients[0].Grant(ctx, 30)
+	if err != nil {
+		return nil, err
+	}
+	keep, err := clients[0].KeepAlive(ctx, lease.ID)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for range keep {
+		}
+	}()
+	rec := &recorder{applied: map[string]appliedDoc{}, changed: make(chan struct{}, 1)}
+	var names []string
+	for _, e := range topo.Endpoints {
+		names = append(names, e.Name)
+	}
+	runtime.GC()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	g0 := runtime.NumGoroutine()
+	agentCtx, stopAgents := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopAgents(); wg.Wait() }()
+	start := time.Now()
+	for i, name := range names {
+		a, err := agent.New(agent.Config{Endpoint: name, Client: clients[i%len(clients)], Lease: lease.ID,
+			StatusInterval: time.Minute}, recordingApplier{r: rec, name: name, n: cfg.Planes}, nil)
+		if err != nil {
+			return nil, err
+		}
+		wg.Go(func() { a.Run(agentCtx) })
+	}
+	if _, missing := rec.wait(ctx, names, 2*cfg.Timeout, func(appliedDoc) bool { return true }); missing > 0 {
+		return nil, fmt.Errorf("e2e: %d agents never applied a first document", missing)
+	}
+	res.Initial = time.Since(start)
+	runtime.GC()
+	var ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms1)
+	res.AgentHeapBytes = float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse)) / float64(len(names))
+	res.AgentGoroutines = float64(runtime.NumGoroutine()-g0) / float64(len(names))
+	logger.Info("agents converged on the first generation", "agents", len(names), "took", res.Initial)
+
+	genTimes := watchGenerations(ctx, clients[0])
+	measure := func(trigger time.Time, detectPlane, detectTo string, ok func(appliedDoc) bool) Convergence {
+		var c Convergence
+		w0, _ := metric(ctx, fd, "multiplane_policy_etcd_writes_total")
+		b0, _ := metric(ctx, fd, "multiplane_policy_etcd_written_bytes_total")
+		p0, _ := metric(ctx, fd, "multiplane_policy_publications_total")
+		cpu0, _ := cpuSeconds(fd.Pid())
+		times, missing := rec.wait(ctx, names, cfg.Timeout, ok)
+		cpu1, _ := cpuSeconds(fd.Pid())
+		c.Missing = missing
+		var lat []time.Duration
+		for _, t := range times {
+			lat = append(lat, t.Sub(trigger))
+		}
+		c.Latency = quantiles(lat)
+		if detectPlane != "" {
+			if at := findEvent(events, detectPlane, detectTo); !at.IsZero() {
+				c.Detect = at.Sub(trigger)
+			}
+		}
+		// The generation agents end on, and when it was announced.
+		rec.mu.Lock()
+		var last uint64
+		for _, n := range names {
+			last = max(last, rec.applied[n].gen)
+		}
+		rec.mu.Unlock()
+		if at, ok := genTimes.when(last); ok {
+			c.Published = at.Sub(trigger)
+			var del []time.Duration
+			for _, t := range times {
+				del = append(del, max(t.Sub(at), 0))
+			}
+			c.Delivery = quantiles(del)
+		}
+		w1, _ := metric(ctx, fd, "multiplane_policy_etcd_writes_total")
+		b1, _ := metric(ctx, fd, "multiplane_policy_etcd_written_bytes_total")
+		p1, _ := metric(ctx, fd, "multiplane_policy_publications_total")
+		c.Writes, c.Bytes, c.Generations, c.CPU = w1-w0, b1-b0, p1-p0, cpu1-cpu0
+		return c
+	}
+	has := func(plane string) func(appliedDoc) bool {
+		return func(d appliedDoc) bool { return slices.Contains(d.planes, plane) }
+	}
+	lacks := func(plane string) func(appliedDoc) bool {
+		return func(d appliedDoc) bool { return !slices.Contains(d.planes, plane) }
+	}
+
+	// A plane fails at its switches: every port DOWN, through gNMI.
+	var planeSwitches []*gnmisim.Switch
+	for i, sw := range fleet.Switches {
+		if i%cfg.Planes == 0 {
+			planeSwitches = append(planeSwitches, sw)
+		}
+	}
+	drainEvents(events)
+	t0 := time.Now()
+	setPlane(planeSwitches, "DOWN")
+	res.Injection = time.Since(t0)
+	res.PlaneDown = measure(t0, "p0", "down", lacks("p0"))
+	logger.Info("plane down converged", "p99", res.PlaneDown.Latency.P99, "missing", res.PlaneDown.Missing)
+
+	drainEvents(events)
+	t0 = time.Now()
+	setPlane(planeSwitches, "UP")
+	res.PlaneUp = measure(t0, "p0", "healthy", has("p0"))
+	logger.Info("plane up converged", "p99", res.PlaneUp.Latency.P99, "missing", res.PlaneUp.Missing)
+
+	// Drain and undrain p1, one operation a second.
+	cpu0, _ := cpuSeconds(fd.Pid())
+	cyclesStart := time.Now()
+	for i := 0; i < cfg.DrainCycles && ctx.Err() == nil; i++ {
+		next := time.Now().Add(time.Second)
+		t := time.Now()
+		id, err := drain(ctx, fd, "p1")
+		if err != nil {
+			return nil, err
+		}
+		c := measure(t, "", "", lacks("p1"))
+		res.Drains = append(res.Drains, c)
+		sleep(ctx, time.Until(next))
+		next = time.Now().Add(time.Second)
+		t = time.Now()
+		if err := undrain(ctx, fd, id); err != nil {
+			return nil, err
+		}
+		c = measure(t, "", "", has("p1"))
+		res.Drains = append(res.Drains, c)
+		sleep(ctx, time.Until(next))
+	}
+	cpu1, _ := cpuSeconds(fd.Pid())
+	res.FabricdCPUPerSec = (cpu1 - cpu0) / time.Since(cyclesStart).Seconds()
+	return res, ctx.Err()
+}
+
+func setPlane(sws []*gnmisim.Switch, oper string) {
+	var wg sync.WaitGroup
+	for _, sw := range sws {
+		wg.Go(func() {
+			for _, p := range sw.Ports() {
+				sw.SetOperStatus(p, oper)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func drainEvents(ch <-chan sseEvent) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// findEvent returns when a plane reached a state, from the events so far.
+func findEvent(ch <-chan sseEvent, plane, to string) time.Time {
+	deadline := time.After(time.Second)
+	for {
+		select {
+		case e := <-ch:
+			if e.SubjectKind == "plane" && e.Subject == plane && e.To == to {
+				return e.At
+			}
+		case <-deadline:
+			return time.Time{}
+		}
+	}
+}
+
+// generationTimes records when each generation key arrived.
+type generationTimes struct {
+	mu    sync.Mutex
+	times map[uint64]time.Time
+}
+
+func (g *generationTimes) when(gen uint64) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.times[gen]
+	return t, ok
+}
+
+func watchGenerations(ctx context.Context, cli *clientv3.Client) *generationTimes {
+	g := &generationTimes{times: map[uint64]time.Time{}}
+	go func() {
+		for resp := range cli.Watch(ctx, policy.KeyGeneration) {
+			now := time.Now()
+			for _, ev := range resp.Events {
+				var d policy.GenerationDoc
+				if json.Unmarshal(ev.Kv.Value, &d) == nil {
+					g.mu.Lock()
+					g.times[d.Generation] = now
+					g.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return g
+}
+
+func drain(ctx context.Context, fd *fabricdproc.Proc, plane string) (int64, error) {
+	body, _ := json.Marshal(map[string]string{"target_kind": "plane", "target": plane, "reason": "convergence benchmark"})
+	resp, err := fd.Do(ctx, http.MethodPost, "/api/v1/drains?force=true", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var out struct{ Drain struct{ ID int64 } }
+	if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		return 0, fmt.Errorf("e2e: drain: %s", resp.Status)
+	}
+	return out.Drain.ID, nil
+}
+
+func undrain(ctx context.Context, fd *fabricdproc.Proc, id int64) error {
+	resp, err := fd.Do(ctx, http.MethodDelete, fmt.Sprintf("/api/v1/drains/%d", id), nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return errors.New("e2e: undrain: " + resp.Status)
+	}
+	return nil
+}
