@@ -102,8 +102,8 @@ func TestGnmiCLISubscribes(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			// With -sd, gnmi_cli ends the stream itself and exits non-zero
-			// with "context deadline exceeded".
-			if err := cmd.Run(); err != nil && !strings.Contains(stdout.String()+stderr.String(), "context deadline exceeded") {
+			// with code DeadlineExceeded.
+			if err := cmd.Run(); err != nil && !strings.Contains(stdout.String()+stderr.String(), "DeadlineExceeded") {
 				t.Fatalf("gnmi_cli: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 			}
 			out := stdout.String()
