@@ -56,6 +56,7 @@ type Agent struct {
 	// Progress, for tests and diagnostics: successful reads, and the
 	// etcd revision up to which each key has been processed.
 	reads, genRev, docRev atomic.Int64
+	ctr                   counters
 
 	mu        sync.Mutex
 	applied   policy.EndpointDoc // valid when applied.Generation > 0
@@ -332,6 +333,7 @@ func (a *Agent) onDocument(st *watchState, value []byte, present bool) {
 	if err != nil {
 		a.logger.Warn("endpoint document rejected; keeping the applied configuration", "generation", doc.Generation, "err", err)
 		a.setErr("document", fmt.Sprintf("rejected document generation %d: %v", doc.Generation, err))
+		a.ctr.rejected.Add(1)
 		return
 	}
 	st.pending = &doc
@@ -374,6 +376,7 @@ func (a *Agent) apply(doc policy.EndpointDoc, source string) {
 		a.logger.Error("apply failed; keeping the applied configuration", "generation", doc.Generation, "err", err)
 		a.mu.Lock()
 		a.failedGen = doc.Generation
+		a.ctr.applyErrors.Add(1)
 		a.errs["apply"] = fmt.Sprintf("apply generation %d: %v", doc.Generation, err)
 		a.mu.Unlock()
 		a.kickStatus()
@@ -386,6 +389,11 @@ func (a *Agent) apply(doc policy.EndpointDoc, source string) {
 		a.errs["rates"] = err.Error()
 	}
 	a.mu.Unlock()
+	if source == SourceLKG {
+		a.ctr.appliesLKG.Add(1)
+	} else {
+		a.ctr.appliesEtcd.Add(1)
+	}
 	a.logger.Info("applied", "generation", doc.Generation, "source", source, "planes", len(doc.PathSet.Planes))
 	if err != nil {
 		a.logger.Warn("applied in part", "generation", doc.Generation, "err", err)

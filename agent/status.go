@@ -71,6 +71,7 @@ func (r *reporter) report(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		r.a.ctr.statusErrors.Add(1)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && !r.shared {
 			r.drop() // expired while etcd was away: grant a new one now
 			continue

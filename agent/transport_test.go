@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/kv/kvtest"
+	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/transport"
 )
 
@@ -132,5 +135,46 @@ func TestTransportApplierRejectsWhatTheTransportCannotUse(t *testing.T) {
 	}
 	if err := ap.Apply(d); !errors.Is(err, ErrNotEnforced) {
 		t.Fatalf("Apply = %v, want ErrNotEnforced", err)
+	}
+}
+
+func TestCollector(t *testing.T) {
+	s := kvtest.New(t)
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: s.Client, Planes: 4}, rec)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(a.Collector())
+	putRaw(t, s.Client, policy.KeyEndpoint("host-a"), "{")
+	putGen(t, s.Client, 1)
+	start(t, a)
+	waitFor(t, wait, "the rejection counted", func() bool { return a.ctr.rejected.Load() == 1 })
+	putDoc(t, s.Client, doc("host-a", 2))
+	putGen(t, s.Client, 2)
+	waitFor(t, wait, "generation 2 applied", func() bool { return rec.last() == 2 })
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			got[name] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"multiplane_agent_applies_total/etcd":            1,
+		"multiplane_agent_applies_total/last-known-good": 0,
+		"multiplane_agent_applied_generation":            2,
+		"multiplane_agent_rejected_documents_total":      1,
+		"multiplane_agent_errors":                        0,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
 	}
 }
