@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"log/slog"
+	"sort"
 	"strconv"
 	"time"
 
@@ -162,6 +163,19 @@ func (p *processor) resetBaselines() {
 		s.queues = s.queues[:0]
 		s.operTS = 0
 	}
+}
+
+// missing returns the expected interfaces of which this stream has brought
+// no oper-status yet, sorted.
+func (p *processor) missing() []string {
+	var m []string
+	for name, s := range p.ifaces {
+		if s.operTS == 0 {
+			m = append(m, name)
+		}
+	}
+	sort.Strings(m)
+	return m
 }
 
 func (p *processor) iface(name []byte) *ifaceState {

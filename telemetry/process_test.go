@@ -197,6 +197,9 @@ func TestProcessorOperAndPaths(t *testing.T) {
 	if len(p.mismatch) != 1 {
 		t.Fatalf("logged paths %v, want one (oper-status, once)", p.mismatch)
 	}
+	if m := p.missing(); len(m) != 1 || m[0] != "eth2" {
+		t.Fatalf("missing %v, want [eth2]", m)
+	}
 }
 
 func TestProcessorQueuesAndGarbage(t *testing.T) {

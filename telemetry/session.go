@@ -251,6 +251,9 @@ func (s *session) stream(ctx context.Context, p *processor) (synced bool, kind s
 		case f.sync && !synced:
 			synced = true
 			s.log.Info("gnmi stream synced")
+			if m := p.missing(); len(m) > 0 {
+				s.log.Warn("interfaces in the topology without oper-status from the switch", "count", len(m), "first", m[:min(len(m), 5)])
+			}
 			s.setState(true, true, "synced")
 		}
 	}
