@@ -15,7 +15,9 @@
 // so a subscriber sees every counter container once per tick even when the
 // fabric is idle (which doubles as a liveness signal). Oper-status and
 // admin-status are published on change only, and an oper-status change is
-// pushed as soon as it is seen (SetOperStatus pushes immediately).
+// pushed as soon as it is seen: SetOperStatus pushes at once, and with
+// [Config.OperPoll] the source's oper-status is polled more often than the
+// counters.
 //
 // Subscriptions with or without a target in the prefix are accepted: an
 // empty target means this switch. Clients subscribe to containers or leaves

@@ -336,7 +336,7 @@ func TestUserspacePlaneSource(t *testing.T) {
 	if ports[1].OperStatus != "DOWN" {
 		t.Fatalf("eth2 after link down: %+v", ports[1])
 	}
-	sw, err := Start(Config{Name: "p1-sw", Source: src, Tick: 10 * time.Millisecond, Logger: testenv.Logger(t)})
+	sw, err := Start(Config{Name: "p1-sw", Source: src, Tick: time.Hour, OperPoll: 10 * time.Millisecond, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,6 +351,17 @@ func TestUserspacePlaneSource(t *testing.T) {
 	if downs != 1 {
 		t.Fatalf("leaves %+v", got)
 	}
+	// A link failing in the fabric is pushed within OperPoll, not at the
+	// next (hourly) tick.
+	f.SetLinkUp(0, 1, false)
+	collect(t, dial(t, sw.Addr()), "", []*pb.Path{wild("interfaces", "interface[name]", "state", "oper-status")}, func(got []leaf, _ bool) bool {
+		for _, l := range got {
+			if strings.Contains(l.path, "name=eth1") && l.val.GetStringVal() == "DOWN" {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func TestNetnsBridgeParse(t *testing.T) {

@@ -39,6 +39,10 @@ type Config struct {
 	Tick time.Duration
 	// Burst publishes as fast as possible instead of every Tick (benchmarks).
 	Burst bool
+	// OperPoll, when set, also reads the source this often and publishes
+	// oper-status and admin-status changes at once, so a link failing in
+	// the fabric is pushed within OperPoll rather than the next Tick.
+	OperPoll time.Duration
 	// TLS, when set, serves gNMI over TLS (set ClientAuth for mTLS).
 	TLS *tls.Config
 	// Username and Password, when Username is set, are required in the
@@ -122,6 +126,10 @@ func Start(cfg Config) (*Switch, error) {
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go s.loop()
+	if cfg.OperPoll > 0 && !cfg.Burst {
+		s.wg.Add(1)
+		go s.pollOper()
+	}
 	s.log.Info("gnmi target started", "address", s.addr, "ports", len(s.order))
 	return s, nil
 }
@@ -196,6 +204,44 @@ func (s *Switch) loop() {
 		if err := s.publish(); err != nil && !errors.Is(err, ErrClosed) {
 			s.log.Warn("reading counters failed", "err", err)
 		}
+	}
+}
+
+func (s *Switch) pollOper() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.OperPoll)
+	defer t.Stop()
+	var buf []PortState
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		buf, _ = s.cfg.Source.Ports(buf[:0])
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		var ts int64
+		for i := range buf {
+			p := s.ports[buf[i].Name]
+			if p == nil || p.override != "" {
+				continue
+			}
+			admin := buf[i].AdminState
+			if admin == "" {
+				admin = "UP"
+			}
+			if buf[i].OperStatus != p.oper || admin != p.admin {
+				if ts == 0 {
+					ts = s.nextTS()
+				}
+				s.publishStatus(buf[i].Name, p, buf[i].OperStatus, admin, ts)
+			}
+		}
+		s.mu.Unlock()
 	}
 }
 
