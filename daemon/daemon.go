@@ -164,7 +164,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	if err := collector.Register(reg); err != nil {
 		return fmt.Errorf("fabricd: %w", err)
 	}
-	fabric, err := newFabricView(ctx, fabricDeps{inv: inv, engine: engine, events: evStore, intents: intentStore,
+	fabric, err := newFabricView(ctx, fabricDeps{db: db, inv: inv, engine: engine, events: evStore, intents: intentStore,
 		publisher: publisher, collector: collector, policy: cfg.Policy}, logger)
 	if err != nil {
 		return err
@@ -175,7 +175,8 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	evSub := bus.Subscribe(8192)
 	wg.Go(func() { events.NewWriter(evStore, logger.With("component", "events")).Run(bg, evSub) })
 	wg.Go(func() { engine.Run(bg, 50*time.Millisecond) })
-	wg.Go(func() { fabric.follow(bg, 5*time.Second) })
+	wg.Go(func() { fabric.follow(bg, 30*time.Second) })
+	wg.Go(func() { fabric.listen(bg) })
 	wg.Go(func() { publisher.Run(bg, fabric.compute) })
 	wg.Go(func() { collector.Run(bg) })
 	healthSub := bus.Subscribe(1024)
@@ -186,7 +187,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		Logger: logger.With("component", "api"), Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		Intents: intentStore, Fleet: fleet.New(kvs.Client), PolicyInput: fabric.policyInput, PolicyConfig: cfg.Policy,
 		Ready:      func(ctx context.Context) error { return errors.Join(db.Ready(ctx), kvs.Ready(ctx)) },
-		OnTopology: fabric.apply,
+		OnTopology: fabric.topologyChanged,
 		OnIntents:  fabric.intentsChanged,
 	})
 

@@ -13,10 +13,12 @@ import (
 	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/policy/publish"
+	"github.com/multiplane/multiplane/store"
 	"github.com/multiplane/multiplane/telemetry"
 )
 
 type fabricDeps struct {
+	db        *store.DB
 	inv       *inventory.Inventory
 	engine    *planes.Engine
 	events    *events.Store
@@ -86,12 +88,39 @@ func (f *fabricView) syncDrains(ctx context.Context) error {
 	return nil
 }
 
-// intentsChanged is called after an operator changed drains or rate classes.
+// intentsChanged is called after an operator changed drains or rate
+// classes through this replica: it applies them and tells the others.
 func (f *fabricView) intentsChanged(ctx context.Context) {
+	f.onChange(ctx, "intents")
+	if err := f.db.NotifyChange(ctx, "intents"); err != nil {
+		f.logger.Warn("other replicas not told of the change", "err", err)
+	}
+}
+
+// topologyChanged is called after a PUT of the topology through this replica.
+func (f *fabricView) topologyChanged(snap *inventory.Snapshot) {
+	f.apply(snap)
+	if err := f.db.NotifyChange(context.Background(), "topology"); err != nil {
+		f.logger.Warn("other replicas not told of the change", "err", err)
+	}
+}
+
+// onChange applies a change made through any replica.
+func (f *fabricView) onChange(ctx context.Context, what string) {
+	if what == "topology" {
+		if snap, err := f.inv.Current(ctx); err == nil {
+			f.apply(snap)
+		}
+	}
 	if err := f.syncDrains(ctx); err != nil {
 		f.logger.Error("drains not applied to plane states", "err", err)
 	}
 	f.publisher.Trigger()
+}
+
+// listen follows changes made through other replicas.
+func (f *fabricView) listen(ctx context.Context) {
+	f.db.ListenChanges(ctx, func(what string) { f.onChange(ctx, what) })
 }
 
 // policyInput gathers topology, health and intents.
@@ -135,7 +164,8 @@ func (f *fabricView) triggerOnChanges(ctx context.Context, sub *planes.Subscript
 	}
 }
 
-// follow picks up topology and drain changes made through another replica.
+// follow re-reads topology and drains now and then, in case a change
+// notification was missed while disconnected.
 func (f *fabricView) follow(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -144,14 +174,7 @@ func (f *fabricView) follow(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			snap, err := f.inv.Current(ctx)
-			if err == nil {
-				f.apply(snap)
-				err = f.syncDrains(ctx)
-			}
-			if err != nil && ctx.Err() == nil {
-				f.logger.Warn("refresh from the database failed", "err", err)
-			}
+			f.onChange(ctx, "topology")
 		}
 	}
 }
