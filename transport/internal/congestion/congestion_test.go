@@ -51,6 +51,27 @@ func TestDelayAIMD(t *testing.T) {
 			t.Fatalf("window shrank under random loss: %d -> %d", w0, w)
 		}
 	})
+	t.Run("random loss near the delay target adds no cuts", func(t *testing.T) {
+		// Same RTTs, with and without 1% loss: the delay rule alone sets
+		// the window; losses must not pile multiplicative cuts on top.
+		run := func(lossEvery int) protocol.ByteCount {
+			c, rtt, clk := newC()
+			drive(t, c, rtt, clk, 500, 200*time.Microsecond, 0)
+			for i := 0; i < 30; i++ {
+				sample := 1100 * time.Microsecond
+				if i%2 == 1 {
+					sample = 1500 * time.Microsecond // above the target
+				}
+				drive(t, c, rtt, clk, 200, sample, lossEvery)
+			}
+			return c.CongestionWindow()
+		}
+		clean, lossy := run(0), run(100)
+		t.Logf("clean %d lossy %d", clean, lossy)
+		if lossy < clean*8/10 {
+			t.Fatalf("window with 1%% loss %d, without %d", lossy, clean)
+		}
+	})
 	t.Run("delay shrinks", func(t *testing.T) {
 		c, rtt, clk := newC()
 		drive(t, c, rtt, clk, 500, 200*time.Microsecond, 0)
@@ -65,7 +86,7 @@ func TestDelayAIMD(t *testing.T) {
 		drive(t, c, rtt, clk, 50, 200*time.Microsecond, 0)
 		for range 10 {
 			clk.Advance(time.Millisecond)
-			rtt.Update(clk.Now(), 3*time.Millisecond, 0)
+			rtt.Update(clk.Now(), 5*time.Millisecond, 0)
 		}
 		w0 := c.CongestionWindow()
 		c.OnPacketLost(clk.Now(), mss, w0)

@@ -137,7 +137,10 @@ func (c *DelayAIMD) OnPacketAcked(now time.Time, acked, priorInFlight protocol.B
 func (c *DelayAIMD) OnPacketLost(now time.Time, lost, priorInFlight protocol.ByteCount) {
 	c.newRound(now)
 	c.roundLoss++
-	congested := c.rtt.HasSample() && c.rtt.RoundMin() > c.target()
+	// Loss is congestion only when the queue is well past the delay target
+	// (the delay rule alone keeps it near the target, so random losses at
+	// that equilibrium must not cut), or when losses come in a burst.
+	congested := c.rtt.HasSample() && c.rtt.RoundMin() > c.target()+c.cfg.TargetQueueDelay
 	n := c.roundAck + c.roundLoss
 	if c.roundLoss >= 3 && float64(c.roundLoss) > c.cfg.LossBurst*float64(n) {
 		congested = true
