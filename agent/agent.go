@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -187,7 +188,7 @@ func (a *Agent) watchLoop(ctx context.Context, cli *clientv3.Client) {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(backoff):
+		case <-time.After(backoff/2 + rand.N(backoff)): // jittered: agents sharing a process or an etcd do not retry in step
 		}
 		backoff = min(2*backoff, maxBackoff)
 		return true
