@@ -412,6 +412,9 @@ func (c *Conn) onTimers(now time.Time) {
 			continue
 		}
 		c.curAvoid = p.idx
+		if p.sent.OnLossTimer(now, c) > 0 && p.idx >= 0 {
+			c.sel.OnCongestion(p.idx, now, p.rtt.Smoothed())
+		}
 		if p.sent.OnTimeout(now, c) > 0 && p.idx >= 0 {
 			c.sel.OnTimeout(p.idx, now)
 		}
@@ -453,6 +456,9 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 	}
 	for _, p := range c.paths {
 		upd(p.sent.RTODeadline())
+		if c.mode == ModeMultipath {
+			upd(p.sent.LossTime())
+		}
 	}
 	if c.state != stateHandshake && c.hasDataToSend() {
 		// Pacing and probe times only count when they lie ahead: a

@@ -191,3 +191,31 @@ func TestGoBackN(t *testing.T) {
 		}
 	}
 }
+
+func TestTimeBasedLoss(t *testing.T) {
+	p := newPath()
+	p.ReorderThreshold = 3
+	var rp ReceivedPath
+	rec := newRecorder()
+	now := time.Unix(0, 0)
+	for i := 0; i < 3; i++ {
+		p.OnSent(now, Ref(i), 1000)
+	}
+	rp.OnPacket(0, false)
+	rp.OnPacket(2, false) // 1 is missing, only one packet after it
+	var blk wire.PathAck
+	rp.FillAck(1, 4, &blk)
+	p.OnAck(now.Add(100*time.Microsecond), &blk, 0, rec)
+	if len(rec.lost) != 0 || p.LossTime().IsZero() {
+		t.Fatalf("lost %v, loss time %v", rec.lost, p.LossTime())
+	}
+	if p.OnLossTimer(p.LossTime().Add(-time.Nanosecond), rec) != 0 {
+		t.Fatal("loss timer fired early")
+	}
+	if n := p.OnLossTimer(p.LossTime(), rec); n != 1 || rec.lost[1] != 1 {
+		t.Fatalf("loss timer declared %d lost: %v", n, rec.lost)
+	}
+	if d := p.RTODeadline(); !d.IsZero() {
+		t.Fatalf("nothing in flight but RTO armed at %v", d)
+	}
+}

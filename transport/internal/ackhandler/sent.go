@@ -85,6 +85,8 @@ type SentPath struct {
 	// packets [rtoFirst, rtoEnd) were declared lost by the last timeout
 	rtoFirst, rtoEnd protocol.PacketNumber
 	rtoPending       bool
+	lossTime         time.Time
+	lowInFlight      protocol.PacketNumber // time-based detection scans from here
 	stats            PathStats
 }
 
@@ -222,6 +224,11 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duratio
 			lost++
 		}
 	}
+	// Time: a packet older than the largest acknowledged one and still
+	// missing after a reordering window is lost even if fewer than
+	// ReorderThreshold packets followed it (RACK), so a loss near the tail
+	// of a burst does not wait for the retransmission timeout.
+	lost += p.detectByTime(now, h)
 	if blk.ECNCE > p.lastCE {
 		n := blk.ECNCE - p.lastCE
 		p.lastCE = blk.ECNCE
@@ -234,6 +241,63 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duratio
 	}
 	p.advanceBase()
 	return acked + spurious, lost
+}
+
+// lossDelay is RACK's reordering window: 5/4 of the smoothed RTT.
+func (p *SentPath) lossDelay() time.Duration {
+	return p.RTT.Smoothed() + p.RTT.Smoothed()/4
+}
+
+// detectByTime declares lost the packets sent before the largest
+// acknowledged one that have waited lossDelay, and arms LossTime for the
+// rest.
+func (p *SentPath) detectByTime(now time.Time, h Handler) int {
+	p.lossTime = time.Time{}
+	if !p.hasAcked {
+		return 0
+	}
+	delay := p.lossDelay()
+	n := 0
+	start := p.lowInFlight
+	if before(start, p.base) {
+		start = p.base
+	}
+	low, lowSet := p.largestAcked, false
+	for pn := start; before(pn, p.largestAcked) && before(pn, p.next); pn++ {
+		e := p.at(pn)
+		if e.state != stateInFlight {
+			continue
+		}
+		if t := e.sent.Add(delay); !now.Before(t) {
+			p.markLost(now, e, h)
+			n++
+		} else {
+			if !lowSet {
+				low, lowSet = pn, true
+			}
+			if p.lossTime.IsZero() || t.Before(p.lossTime) {
+				p.lossTime = t
+			}
+		}
+	}
+	// Below low nothing under the largest acknowledged is in flight any
+	// more, so the next scan starts there.
+	p.lowInFlight = low
+	return n
+}
+
+// LossTime returns when OnLossTimer should run (zero: not armed).
+func (p *SentPath) LossTime() time.Time { return p.lossTime }
+
+// OnLossTimer runs time-based loss detection if it is due and returns the
+// number of packets declared lost.
+func (p *SentPath) OnLossTimer(now time.Time, h Handler) int {
+	if p.lossTime.IsZero() || now.Before(p.lossTime) {
+		return 0
+	}
+	n := p.detectByTime(now, h)
+	p.advanceBase()
+	return n
 }
 
 func (p *SentPath) markLost(now time.Time, e *sentPacket, h Handler) {
