@@ -24,7 +24,7 @@ func BenchmarkTransfer(b *testing.B) {
 		mode, size := bc.mode, bc.size
 		b.Run(fmt.Sprintf("%v/%dKiB", mode, size>>10), func(b *testing.B) {
 			ctx := testenv.Context(b)
-			cfg := Config{Local: loopbackAddrs(4), Mode: mode}
+			cfg := Config{Local: loopbackAddrs(4), Mode: mode, MinRTO: benchMinRTO}
 			cfg.Logger = nil
 			a, err := Listen(cfg)
 			if err != nil {
@@ -87,6 +87,10 @@ func BenchmarkTransfer(b *testing.B) {
 				acks += p.TxPackets
 				kdrops += p.KernelDrops
 			}
+			for _, p := range a.Stats().Planes {
+				kdrops += p.KernelDrops
+				b.ReportMetric(float64(p.TxErrors), "txerr")
+			}
 			b.ReportMetric(float64(kdrops), "kdrops")
 			b.ReportMetric(float64(st.Timeouts), "timeouts")
 			b.ReportMetric(float64(st.SpuriousRetransmits)/float64(st.PacketsSent)*100, "%spurious")
@@ -102,3 +106,5 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+// benchMinRTO overrides Config.MinRTO in BenchmarkTransfer (0: default).
+var benchMinRTO time.Duration
