@@ -57,12 +57,15 @@ func errf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-// PeekType checks the version and CRC of a datagram and returns its type
-// and flags. Parse functions repeat the checks, so PeekType is only a
-// dispatch helper.
+// PeekType checks the length and version of a datagram and returns its
+// type and flags, for dispatch. It does not verify the CRC: the Parse
+// function of the type does, so each datagram is checksummed once.
 func PeekType(b []byte) (Type, byte, error) {
-	if err := checkFrame(b); err != nil {
-		return 0, 0, err
+	if len(b) < 2+CRCSize {
+		return 0, 0, errf("short datagram (%d bytes)", len(b))
+	}
+	if b[0] != Version {
+		return 0, 0, errf("version %d", b[0])
 	}
 	return Type(b[1] & 0x0f), b[1] & 0xf0, nil
 }
