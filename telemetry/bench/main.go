@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -39,6 +40,7 @@ type options struct {
 	switches, ports, runs int
 	interval, duration    time.Duration
 	burstDuration         time.Duration
+	soakDuration          time.Duration
 	out                   string
 	modes                 string
 }
@@ -53,7 +55,8 @@ func main() {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured window per run at the sample interval")
 	fs.DurationVar(&o.burstDuration, "burst-duration", 10*time.Second, "measured window per run in burst mode")
 	fs.StringVar(&o.out, "out", "docs/benchmarks/telemetry-collector.md", "markdown report to write (empty: stdout only)")
-	fs.StringVar(&o.modes, "modes", "sample,burst", "modes to run: sample, burst")
+	fs.StringVar(&o.modes, "modes", "sample,burst", "modes to run: sample, burst, soak (sample mode for -soak-duration, once)")
+	fs.DurationVar(&o.soakDuration, "soak-duration", 5*time.Minute, "measured window of the soak run")
 	cpuprofile := fs.String("cpuprofile", "", "write the collector's CPU profile here")
 	fs.Parse(os.Args[1:])
 	if *cpuprofile != "" && os.Getenv(fleetEnv) == "" {
@@ -139,24 +142,31 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func heapInuse() uint64 {
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+// heapLive is the heap marked live by the last GC: what the collector
+// keeps, without the garbage waiting for the next cycle.
+func heapLive() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 func run(o options) error {
 	var results []result
 	for _, mode := range strings.Split(o.modes, ",") {
-		if mode != "sample" && mode != "burst" {
+		runs := o.runs
+		switch mode {
+		case "sample", "burst":
+		case "soak":
+			runs = 1
+		default:
 			return fmt.Errorf("unknown mode %q", mode)
 		}
-		for i := range o.runs {
+		for i := range runs {
 			r, err := runOnce(o, mode)
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", mode, i+1, err)
 			}
-			fmt.Fprintf(os.Stderr, "%s run %d: %.0f updates/s, %.2f cores, %.0f updates per CPU-second, heap %s → %s (max %s)\n",
+			fmt.Fprintf(os.Stderr, "%s run %d: %.0f updates/s, %.2f cores, %.0f updates per CPU-second, live heap %s → %s (max %s)\n",
 				mode, i+1, r.updatesPerSec, r.cpuCores, r.updatesPerCPUSec, mib(r.heapStart), mib(r.heapEnd), mib(r.heapMax))
 			results = append(results, r)
 		}
@@ -177,7 +187,11 @@ func runOnce(o options, mode string) (result, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), fleetEnv+"="+mode)
+	fleetMode := mode
+	if mode == "soak" {
+		fleetMode = "sample"
+	}
+	cmd.Env = append(os.Environ(), fleetEnv+"="+fleetMode)
 	if mode == "burst" {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS=1") // leave a core to the collector
 	}
@@ -229,11 +243,14 @@ func runOnce(o options, mode string) (result, error) {
 	time.Sleep(2 * o.interval)
 
 	window := o.duration
-	if mode == "burst" {
+	switch mode {
+	case "burst":
 		window = o.burstDuration
+	case "soak":
+		window = o.soakDuration
 	}
 	runtime.GC()
-	r := result{mode: mode, heapStart: heapInuse()}
+	r := result{mode: mode, heapStart: heapLive()}
 	updates := func() (u uint64, rc uint64) {
 		for _, s := range col.Switches() {
 			u += s.Updates
@@ -248,7 +265,7 @@ func runOnce(o options, mode string) (result, error) {
 	tk := time.NewTicker(time.Second)
 	for time.Since(t0) < window {
 		<-tk.C
-		heaps = append(heaps, heapInuse())
+		heaps = append(heaps, heapLive())
 	}
 	tk.Stop()
 	c1, t1 := cpuTime(), time.Now()
@@ -295,18 +312,19 @@ func cmpU(a, b uint64) int { return cmpF(float64(a), float64(b)) }
 func markdown(o options, results []result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Telemetry collector ingest\n\n")
-	fmt.Fprintf(&b, "`go run ./telemetry/bench -switches %d -ports %d -interval %v -duration %v -burst-duration %v -runs %d`\n\n",
-		o.switches, o.ports, o.interval, o.duration, o.burstDuration, o.runs)
+	fmt.Fprintf(&b, "`go run ./telemetry/bench -switches %d -ports %d -interval %v -duration %v -burst-duration %v -soak-duration %v -runs %d -modes %s`\n\n",
+		o.switches, o.ports, o.interval, o.duration, o.burstDuration, o.soakDuration, o.runs, o.modes)
 	fmt.Fprintf(&b, "%d emulated gNMI switches (fabricsim/gnmisim, OpenConfig's reference subscribe server) × %d ports, "+
 		"in a child process; one telemetry.Collector stream per switch feeding a counting observer. "+
 		"An update is one gNMI leaf (per port and tick: 9 interface counters + 2 queue counters, one notification each). "+
-		"CPU is the collector process's user+system time (getrusage RUSAGE_SELF) over the measured window. "+
+		"CPU is the collector process's user+system time (getrusage RUSAGE_SELF) over the measured window; "+
+		"heap is the live heap after the last GC (/gc/heap/live:bytes), sampled every second. "+
 		"In burst mode the switches publish as fast as they can (child limited to GOMAXPROCS=1). "+
 		"Go %s, %s/%s, %d CPUs, %s. Medians of %d runs.\n\n",
 		o.switches, o.ports, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), o.runs)
-	fmt.Fprintf(&b, "| mode | updates/s | collector CPU (cores) | updates per CPU-second | samples/s | heap in use start → end (max) | reconnects |\n")
+	fmt.Fprintf(&b, "| mode | updates/s | collector CPU (cores) | updates per CPU-second | samples/s | live heap start → end (max) | reconnects |\n")
 	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---|---:|\n")
-	for _, mode := range []string{"sample", "burst"} {
+	for _, mode := range []string{"sample", "burst", "soak"} {
 		var rs []result
 		for _, r := range results {
 			if r.mode == mode {
@@ -317,8 +335,11 @@ func markdown(o options, results []result) string {
 			continue
 		}
 		name := fmt.Sprintf("sample %v", o.interval)
-		if mode == "burst" {
+		switch mode {
+		case "burst":
 			name = "burst"
+		case "soak":
+			name = fmt.Sprintf("soak: sample %v for %v", o.interval, o.soakDuration)
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %.3f | %.0f | %.0f | %s → %s (%s) | %d |\n", name,
 			median(rs, func(r result) float64 { return r.updatesPerSec }, cmpF),
@@ -330,9 +351,10 @@ func markdown(o options, results []result) string {
 			mib(median(rs, func(r result) uint64 { return r.heapMax }, cmpU)),
 			median(rs, func(r result) uint64 { return r.reconnects }, cmpU))
 	}
-	fmt.Fprintf(&b, "\nPer run:\n\n| mode | window | updates | CPU | updates per CPU-second | heap end |\n|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "\nPer run:\n\n| mode | window | updates | CPU | updates per CPU-second | live heap start → end (max) |\n|---|---:|---:|---:|---:|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %s | %.1fs | %d | %.2fs | %.0f | %s |\n", r.mode, r.wall.Seconds(), r.updates, r.cpu.Seconds(), r.updatesPerCPUSec, mib(r.heapEnd))
+		fmt.Fprintf(&b, "| %s | %.1fs | %d | %.2fs | %.0f | %s → %s (%s) |\n", r.mode, r.wall.Seconds(), r.updates, r.cpu.Seconds(),
+			r.updatesPerCPUSec, mib(r.heapStart), mib(r.heapEnd), mib(r.heapMax))
 	}
 	return b.String()
 }
