@@ -22,6 +22,7 @@ type FleetConfig struct {
 	Tick         time.Duration
 	Burst        bool
 	OctetsPerSec float64
+	OperPoll     time.Duration // as in Config
 	// Source, when set, makes the source of switch i (default Synthetic).
 	Source func(i int) CounterSource
 	Logger *slog.Logger
@@ -64,7 +65,7 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 				src = cfg.Source(i)
 			}
 			sw, err := Start(Config{Name: fmt.Sprintf("%s%d", cfg.Prefix, i), Source: src,
-				Tick: cfg.Tick, Burst: cfg.Burst, Logger: cfg.Logger})
+				Tick: cfg.Tick, Burst: cfg.Burst, OperPoll: cfg.OperPoll, Logger: cfg.Logger})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
