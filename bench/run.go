@@ -180,7 +180,7 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	if r.Seconds > 0 {
 		r.GoodputBps = float64(r.Bytes) * 8 / r.Seconds
 	}
-	r.PeakBps = peak
+	r.PeakBps = max(peak, r.GoodputBps)
 	if hasStats {
 		applyStats(&r, ss.End(cfg))
 	}
@@ -384,7 +384,7 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	if r.Seconds > 0 {
 		r.GoodputBps = float64(r.Bytes) * 8 / r.Seconds
 	}
-	r.PeakBps = peak
+	r.PeakBps = max(peak, r.GoodputBps)
 	if hasStats {
 		applyStats(&r, ss.End(cfg))
 	}

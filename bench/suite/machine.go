@@ -16,6 +16,21 @@ type Machine struct {
 	Kernel    string
 	GoVersion string
 	Hostname  string
+	LoadStart string // /proc/loadavg 1, 5, 15 min when the suite started
+	LoadEnd   string // and when it ended
+}
+
+// LoadAvg returns the 1, 5 and 15 minute load averages ("" if unknown).
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // DescribeMachine reads the machine's description.

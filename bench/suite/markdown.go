@@ -147,6 +147,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	m := rep.Machine
 	fmt.Fprintf(&b, "- CPUs (nproc): %d, model: %s\n- Kernel: %s\n- Go: %s\n- Date: %s – %s\n",
 		m.CPUs, m.CPUModel, m.Kernel, m.GoVersion, rep.Start.UTC().Format("2006-01-02 15:04:05"), rep.End.UTC().Format("15:04:05 UTC"))
+	if m.LoadStart != "" {
+		fmt.Fprintf(&b, "- Load average (1/5/15 min) at start %s, at end %s: anything above ~1 means other work shared the CPUs during the runs.\n", m.LoadStart, m.LoadEnd)
+	}
 	fmt.Fprintf(&b, "- Everything (both hosts' stacks, the bridges and shapers, the bench processes) shares these CPUs; "+
 		"at several hundred Mbit/s the machine is CPU-bound, so figures are lower bounds of what the fabric allows.\n")
 

@@ -88,6 +88,7 @@ type Run struct {
 	Result   *bench.Result `json:"result,omitempty"`
 	Error    string        `json:"error,omitempty"`
 	Time     time.Time     `json:"time"`
+	LoadAvg  string        `json:"loadavg"` // 1, 5, 15 min, when the run started
 }
 
 // Figure is the median of a (scenario, loss, mode) cell.
@@ -180,6 +181,7 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Config: cfg, Machine: DescribeMachine(), Start: time.Now()}
+	rep.Machine.LoadStart = LoadAvg()
 	if gone, err := netns.CleanupStale(ctx); err == nil && len(gone) > 0 {
 		cfg.Logger.Info("removed stale namespaces", "names", gone)
 	}
@@ -208,6 +210,7 @@ scenarios:
 		}
 	}
 	rep.End = time.Now()
+	rep.Machine.LoadEnd = LoadAvg()
 	rep.Figures = figures(&cfg, runs)
 	return rep, runErr
 }
@@ -234,7 +237,7 @@ func runScenario(ctx context.Context, cfg *Config, sc Scenario, raw io.Writer) (
 		}
 		for _, mode := range cfg.Modes {
 			for i := range cfg.Runs {
-				r := Run{Scenario: sc.Name, Planes: sc.Planes, RateBps: sc.RateBps, MTU: sc.MTU, Loss: loss, Mode: mode, Index: i, Time: time.Now().UTC()}
+				r := Run{Scenario: sc.Name, Planes: sc.Planes, RateBps: sc.RateBps, MTU: sc.MTU, Loss: loss, Mode: mode, Index: i, Time: time.Now().UTC(), LoadAvg: LoadAvg()}
 				res, err := runOnce(ctx, cfg, f, mode)
 				if ctx.Err() != nil {
 					return runs, ctx.Err()

@@ -52,9 +52,15 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.name, "name", "", "netns: namespace name prefix (default mpfab-<pid>)")
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run starts the fabric, prints its addresses and "ready", and returns
+// when ctx ends (Ctrl-C), after tearing the fabric down.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c config
 	fs := flag.NewFlagSet("fabricsim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -67,8 +73,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	bps := int64(c.rate * 1e6)
 	switch c.kind {
 	case "userspace":
