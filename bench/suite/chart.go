@@ -60,7 +60,12 @@ func WriteChart(w io.Writer, rep *Report) error {
 	)
 	nm := len(c.Modes)
 	groupW := nm*barW + groupGp
-	width := max(left+right+len(groups)*groupW, 900)
+	legend := ""
+	for _, name := range c.Scenarios {
+		sc, _ := scenario(name)
+		legend += fmt.Sprintf("%s = %dx%s MTU %d   ", name, sc.Planes, shortRate(sc.RateBps), sc.MTU)
+	}
+	width := max(left+right+len(groups)*groupW, left+right+textWidth(legend, scale), 900)
 	height := top + plotH + bottom
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
 	fillRect(img, 0, 0, width, height, white)
@@ -104,11 +109,6 @@ func WriteChart(w io.Writer, rep *Report) error {
 		}
 		lw := textWidth(g.label, scale)
 		drawText(img, gx+(nm*barW-lw)/2, top+plotH+14, scale, black, g.label)
-	}
-	legend := ""
-	for _, name := range c.Scenarios {
-		sc, _ := scenario(name)
-		legend += fmt.Sprintf("%s = %dx%s MTU %d   ", name, sc.Planes, shortRate(sc.RateBps), sc.MTU)
 	}
 	drawText(img, left, top+plotH+50, scale, black, legend)
 	drawText(img, left, top+plotH+78, 1, black, "2 hosts, netns fabric, tbf rate per switch port, nftables random loss in the switches; tcp = one plane only")
