@@ -10,8 +10,6 @@ package demo
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,15 +20,8 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
-	"github.com/multiplane/multiplane/agent"
-	"github.com/multiplane/multiplane/fabricsim/gnmisim"
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/fabricdproc"
-	"github.com/multiplane/multiplane/kv"
-	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/transport"
 )
 
@@ -49,6 +40,11 @@ type Config struct {
 	FailPlane       int
 	FailAt, FailFor time.Duration
 	Out             io.Writer // the running report
+	// EtcdEndpoints, when set, is an external etcd for fabricd and the
+	// agents (default: fabricd's embedded one).
+	EtcdEndpoints []string
+	// FabricdArgs are more fabricd flags.
+	FabricdArgs []string
 }
 
 // DefaultConfig returns the `make demo` settings.
@@ -62,114 +58,26 @@ func hostName(h int) string { return fmt.Sprintf("host-%c", 'a'+h) }
 
 // Run runs the demo until ctx ends, then stops everything it started.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	if cfg.Hosts < 2 || cfg.Hosts%2 != 0 || cfg.Hosts > 26 || cfg.Planes < 1 {
-		return errors.New("demo: hosts must be even, 2 to 26, and planes at least 1")
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return err
-	}
-	pcfg := make([]userspace.PlaneConfig, cfg.Planes)
-	for i := range pcfg {
-		pcfg[i] = userspace.PlaneConfig{RateBps: cfg.RateBps, QueueBytes: 512 << 10, ECNThresholdBytes: 128 << 10}
-	}
-	fab, err := userspace.Start(ctx, userspace.Config{Hosts: cfg.Hosts, Planes: pcfg, Logger: logger.With("component", "fabricsim")})
-	if err != nil {
-		return fmt.Errorf("demo: fabric: %w", err)
-	}
-	defer fab.Close()
-
-	var switches []*gnmisim.Switch
-	defer func() {
-		for _, s := range switches {
-			s.Close()
-		}
-	}()
-	topo := &planes.Topology{}
-	for p := 0; p < cfg.Planes; p++ {
-		name := fmt.Sprintf("p%d-sw1", p)
-		sw, err := gnmisim.Start(gnmisim.Config{Name: name, Source: gnmisim.UserspacePlane(fab, p), Logger: logger.With("component", "gnmisim")})
-		if err != nil {
-			return fmt.Errorf("demo: switch %s: %w", name, err)
-		}
-		switches = append(switches, sw)
-		topo.Planes = append(topo.Planes, planes.Plane{Name: fmt.Sprintf("p%d", p), Description: "userspace plane"})
-		topo.Switches = append(topo.Switches, planes.Switch{Name: name, Plane: fmt.Sprintf("p%d", p),
-			GNMI: planes.GNMITarget{Address: sw.Addr(), Insecure: true}})
-	}
-	for h := 0; h < cfg.Hosts; h++ {
-		e := planes.Endpoint{Name: hostName(h)}
-		for p := 0; p < cfg.Planes; p++ {
-			e.Ports = append(e.Ports, planes.Port{Plane: fmt.Sprintf("p%d", p), Address: fab.LocalAddr(h, p),
-				Switch: fmt.Sprintf("p%d-sw1", p), Interface: fmt.Sprintf("eth%d", h+1), SpeedBps: cfg.RateBps})
-		}
-		topo.Endpoints = append(topo.Endpoints, e)
-	}
-	topoFile := filepath.Join(cfg.DataDir, "demo-topology.json")
-	data, _ := json.MarshalIndent(topo, "", "  ")
-	if err := os.WriteFile(topoFile, data, 0o644); err != nil {
-		return err
-	}
-
-	fd, err := fabricdproc.Start(ctx, fabricdproc.Options{Bin: cfg.FabricdBin, DataDir: cfg.DataDir, Listen: cfg.Listen,
-		Args: []string{"--topology", topoFile}})
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	defer fd.Stop()
-
-	endpoints, err := kv.EmbeddedEndpoints(cfg.DataDir)
+	env, err := Start(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return fmt.Errorf("demo: etcd: %w", err)
-	}
-	defer cli.Close()
-
-	hosts := make([]*transport.Transport, cfg.Hosts)
-	var wg sync.WaitGroup
-	runCtx, cancel := context.WithCancel(ctx)
-	defer func() { cancel(); wg.Wait() }()
-	for h := range hosts {
-		local := make([]netip.AddrPort, cfg.Planes)
-		for p := range local {
-			local[p] = fab.ListenAddr(h, p)
-		}
-		t, err := transport.Listen(transport.Config{Local: local, Logger: logger.With("component", "transport", "host", hostName(h))})
-		if err != nil {
-			return fmt.Errorf("demo: transport of %s: %w", hostName(h), err)
-		}
-		defer t.Close()
-		hosts[h] = t
-		a, err := agent.New(agent.Config{Endpoint: hostName(h), Client: cli, StateDir: filepath.Join(cfg.DataDir, "agents")},
-			agent.NewTransportApplier(t), logger.With("component", "agent", "endpoint", hostName(h)))
-		if err != nil {
-			return fmt.Errorf("demo: agent of %s: %w", hostName(h), err)
-		}
-		wg.Go(func() { a.Run(runCtx) })
-	}
-
-	tr := &traffic{cfg: cfg, fab: fab, hosts: hosts, logger: logger}
+	defer env.Close()
 	if cfg.FailPlane >= 0 && cfg.FailPlane < cfg.Planes {
-		wg.Go(func() { failPlane(runCtx, cfg, fab) })
+		env.wg.Go(func() { failPlane(env.ctx, cfg, env.Fabric) })
 	}
-	for h := 0; h < cfg.Hosts; h += 2 {
-		wg.Go(func() { tr.receive(runCtx, h+1) })
-		wg.Go(func() { tr.send(runCtx, h, h+1) })
-	}
+	token := filepath.Join(cfg.DataDir, "admin.token")
+	api := env.Fabricd.URL()
 	fmt.Fprintf(cfg.Out, `
 Multiplane demo: %d hosts, %d planes of %d Mbit/s (userspace fabric), one gNMI switch per plane.
-  API        http://%s/api/v1   (token: %s)
+  API        %s/api/v1   (token: %s)
   try        curl -H "Authorization: Bearer $(cat %s)" %s/api/v1/planes
   drain p1   curl -XPOST -H "Authorization: Bearer $(cat %s)" %s/api/v1/drains -d '{"target_kind":"plane","target":"p1","reason":"demo"}'
   logs       %s
 Ctrl-C stops everything.
 
-`, cfg.Hosts, cfg.Planes, cfg.RateBps/1e6, cfg.Listen, filepath.Join(cfg.DataDir, "admin.token"),
-		filepath.Join(cfg.DataDir, "admin.token"), "http://"+cfg.Listen, filepath.Join(cfg.DataDir, "admin.token"), "http://"+cfg.Listen,
-		fd.LogPath)
-	tr.report(runCtx, fd)
+`, cfg.Hosts, cfg.Planes, cfg.RateBps/1e6, api, token, token, api, token, api, env.Fabricd.LogPath)
+	env.traffic.report(ctx, env.Fabricd)
 	return nil
 }
 

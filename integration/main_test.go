@@ -7,10 +7,15 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/multiplane/multiplane/store/storetest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) {
+	// glog (through the gNMI packages) starts a flush daemon at init.
+	storetest.Main(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
+}
 
 var (
 	buildOnce sync.Once

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -17,8 +18,9 @@ import (
 
 // Embedded is a single-member etcd server on loopback.
 type Embedded struct {
-	etcd   *embed.Etcd
-	client string
+	etcd      *embed.Etcd
+	client    string
+	closeOnce sync.Once
 }
 
 type embeddedPorts struct {
@@ -122,8 +124,8 @@ func freePort() (int, error) {
 // Endpoints are the server's client URLs.
 func (e *Embedded) Endpoints() []string { return []string{e.client} }
 
-// Close stops the server and waits for it.
-func (e *Embedded) Close() { e.etcd.Close() }
+// Close stops the server and waits for it; later calls do nothing.
+func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
 
 // EmbeddedEndpoints returns the client URL of the embedded etcd a fabricd
 // with this data directory runs (or last ran), for agents on the same host.

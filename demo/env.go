@@ -1,0 +1,189 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/multiplane/multiplane/agent"
+	"github.com/multiplane/multiplane/fabricsim/gnmisim"
+	"github.com/multiplane/multiplane/fabricsim/userspace"
+	"github.com/multiplane/multiplane/internal/fabricdproc"
+	"github.com/multiplane/multiplane/kv"
+	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/transport"
+)
+
+// Env is a running system: fabric, switches, fabricd, agents and traffic.
+// The demo prints it; integration tests break it.
+type Env struct {
+	Fabric     *userspace.Fabric
+	Switches   []*gnmisim.Switch
+	Fabricd    *fabricdproc.Proc
+	Transports []*transport.Transport
+	Agents     []*agent.Agent
+	Etcd       *clientv3.Client
+
+	cfg          Config
+	logger       *slog.Logger
+	topologyFile string
+	traffic      *traffic
+	ctx          context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	closers      []func()
+}
+
+// Start builds and starts everything; Close stops it.
+func Start(ctx context.Context, cfg Config, logger *slog.Logger) (env *Env, err error) {
+	if cfg.Hosts < 2 || cfg.Hosts%2 != 0 || cfg.Hosts > 26 || cfg.Planes < 1 {
+		return nil, errors.New("demo: hosts must be even, 2 to 26, and planes at least 1")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	e := &Env{cfg: cfg, logger: logger}
+	e.ctx, e.cancel = context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	pcfg := make([]userspace.PlaneConfig, cfg.Planes)
+	for i := range pcfg {
+		pcfg[i] = userspace.PlaneConfig{RateBps: cfg.RateBps, QueueBytes: 512 << 10, ECNThresholdBytes: 128 << 10}
+	}
+	if e.Fabric, err = userspace.Start(e.ctx, userspace.Config{Hosts: cfg.Hosts, Planes: pcfg, Logger: logger.With("component", "fabricsim")}); err != nil {
+		return nil, fmt.Errorf("demo: fabric: %w", err)
+	}
+	e.closers = append(e.closers, func() { e.Fabric.Close() })
+
+	topo := &planes.Topology{}
+	for p := 0; p < cfg.Planes; p++ {
+		name := fmt.Sprintf("p%d-sw1", p)
+		sw, err := gnmisim.Start(gnmisim.Config{Name: name, Source: gnmisim.UserspacePlane(e.Fabric, p), Logger: logger.With("component", "gnmisim")})
+		if err != nil {
+			return nil, fmt.Errorf("demo: switch %s: %w", name, err)
+		}
+		e.Switches = append(e.Switches, sw)
+		e.closers = append(e.closers, func() { sw.Close() })
+		topo.Planes = append(topo.Planes, planes.Plane{Name: fmt.Sprintf("p%d", p), Description: "userspace plane"})
+		topo.Switches = append(topo.Switches, planes.Switch{Name: name, Plane: fmt.Sprintf("p%d", p),
+			GNMI: planes.GNMITarget{Address: sw.Addr(), Insecure: true}})
+	}
+	for h := 0; h < cfg.Hosts; h++ {
+		ep := planes.Endpoint{Name: hostName(h)}
+		for p := 0; p < cfg.Planes; p++ {
+			ep.Ports = append(ep.Ports, planes.Port{Plane: fmt.Sprintf("p%d", p), Address: e.Fabric.LocalAddr(h, p),
+				Switch: fmt.Sprintf("p%d-sw1", p), Interface: fmt.Sprintf("eth%d", h+1), SpeedBps: cfg.RateBps})
+		}
+		topo.Endpoints = append(topo.Endpoints, ep)
+	}
+	e.topologyFile = filepath.Join(cfg.DataDir, "demo-topology.json")
+	data, _ := json.MarshalIndent(topo, "", "  ")
+	if err := os.WriteFile(e.topologyFile, data, 0o644); err != nil {
+		return nil, err
+	}
+	if err := e.StartFabricd(ctx); err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, func() {
+		if e.Fabricd != nil {
+			e.Fabricd.Stop()
+		}
+	})
+
+	endpoints := cfg.EtcdEndpoints
+	if len(endpoints) == 0 {
+		if endpoints, err = kv.EmbeddedEndpoints(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	if e.Etcd, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+		return nil, fmt.Errorf("demo: etcd: %w", err)
+	}
+	e.closers = append(e.closers, func() { e.Etcd.Close() })
+
+	e.Transports = make([]*transport.Transport, cfg.Hosts)
+	for h := range e.Transports {
+		local := make([]netip.AddrPort, cfg.Planes)
+		for p := range local {
+			local[p] = e.Fabric.ListenAddr(h, p)
+		}
+		t, err := transport.Listen(transport.Config{Local: local, Logger: logger.With("component", "transport", "host", hostName(h))})
+		if err != nil {
+			return nil, fmt.Errorf("demo: transport of %s: %w", hostName(h), err)
+		}
+		e.Transports[h] = t
+		e.closers = append(e.closers, func() { t.Close() })
+		a, err := agent.New(agent.Config{Endpoint: hostName(h), Client: e.Etcd, StateDir: filepath.Join(cfg.DataDir, "agents"),
+			StatusInterval: time.Second},
+			agent.NewTransportApplier(t), logger.With("component", "agent", "endpoint", hostName(h)))
+		if err != nil {
+			return nil, fmt.Errorf("demo: agent of %s: %w", hostName(h), err)
+		}
+		e.Agents = append(e.Agents, a)
+		e.wg.Go(func() { a.Run(e.ctx) })
+	}
+	e.traffic = &traffic{cfg: cfg, fab: e.Fabric, hosts: e.Transports, logger: logger}
+	for h := 0; h < cfg.Hosts; h += 2 {
+		e.wg.Go(func() { e.traffic.receive(e.ctx, h+1) })
+		e.wg.Go(func() { e.traffic.send(e.ctx, h, h+1) })
+	}
+	return e, nil
+}
+
+// StartFabricd starts fabricd (again, after KillFabricd) on the same data.
+func (e *Env) StartFabricd(ctx context.Context) error {
+	args := append([]string{"--topology", e.topologyFile}, e.cfg.FabricdArgs...)
+	if len(e.cfg.EtcdEndpoints) > 0 {
+		args = append(args, "--etcd-endpoints", strings.Join(e.cfg.EtcdEndpoints, ","))
+	}
+	fd, err := fabricdproc.Start(ctx, fabricdproc.Options{Bin: e.cfg.FabricdBin, DataDir: e.cfg.DataDir, Listen: e.cfg.Listen, Args: args})
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	e.Fabricd = fd
+	return nil
+}
+
+// KillFabricd kills fabricd (-9), as a crash would; its private PostgreSQL
+// and embedded etcd go with it.
+func (e *Env) KillFabricd() { e.Fabricd.Kill() }
+
+// Received is the message bytes host h has received so far.
+func (e *Env) Received(h int) uint64 {
+	e.traffic.mu.Lock()
+	defer e.traffic.mu.Unlock()
+	return e.traffic.bytes[h]
+}
+
+// PlaneBytes is the bytes plane p has forwarded so far (every port's output).
+func (e *Env) PlaneBytes(p int) uint64 {
+	var n uint64
+	for _, port := range e.Fabric.Stats(p).Ports {
+		n += port.Counters.OutOctets
+	}
+	return n
+}
+
+// Close stops everything, in reverse order.
+func (e *Env) Close() {
+	e.cancel()
+	e.wg.Wait()
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+	e.closers = nil
+}
