@@ -106,5 +106,6 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
 // benchMinRTO overrides Config.MinRTO in BenchmarkTransfer (0: default).
 var benchMinRTO time.Duration

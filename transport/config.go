@@ -78,6 +78,9 @@ var (
 	ErrHandshakeTimeout = errors.New("transport: handshake timed out")
 	// ErrMessageTooLarge is returned by Send for a message over MaxMessageSize.
 	ErrMessageTooLarge = errors.New("transport: message too large")
+	// ErrProtocol is returned when the peer broke the protocol (for example
+	// data that cannot be placed); the connection is closed.
+	ErrProtocol = errors.New("transport: protocol violation by the peer")
 	// ErrInvalidPathSet is returned by SetPathSet for an unusable path set.
 	ErrInvalidPathSet = errors.New("transport: invalid path set")
 )

@@ -96,7 +96,8 @@ type Conn struct {
 	consumed   protocol.ByteCount
 	advertised protocol.ByteCount
 
-	stats connCounters
+	stats    connCounters
+	protoErr error // a protocol violation by the peer ends the connection
 }
 
 type path struct {
@@ -598,6 +599,9 @@ func (c *Conn) anyPlane(pref int) int {
 func (c *Conn) buildClose() []outBatch {
 	var obs []outBatch
 	cl := wire.Close{DstConnID: c.peerID}
+	if c.protoErr != nil {
+		cl.Code, cl.Reason = 1, c.protoErr.Error()
+	}
 	for i := range c.peerAddrs {
 		if !c.validPlane(i) {
 			continue

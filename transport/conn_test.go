@@ -10,6 +10,8 @@ import (
 
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
 )
 
 func TestGarbageDatagramsCountedAndDropped(t *testing.T) {
@@ -170,5 +172,28 @@ func TestECNMarksReachSender(t *testing.T) {
 	t.Logf("fabric marked %d, sender saw %d ECN echoes, %d retransmits", marked, st.ECNMarks, st.Retransmits)
 	if marked == 0 || st.ECNMarks == 0 || st.ECNMarks > marked {
 		t.Fatalf("fabric marked %d, sender saw %d", marked, st.ECNMarks)
+	}
+}
+
+func TestProtocolViolationFailsLoudly(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(1)})
+	b := listenT(t, Config{Local: loopbackAddrs(1)})
+	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+	// A well-formed DATA packet whose offset cannot be placed.
+	d := wire.Data{DstConnID: protocol.ConnectionID(cb.ID()), PathID: 9, Seq: 0, MessageID: 3, Offset: 7, TotalLength: 100, Payload: make([]byte, 10)}
+	u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if _, err := u.WriteToUDPAddrPort(d.Append(nil), b.LocalAddrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.Recv(ctx); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("receiver: %v", err)
+	}
+	if _, err := ca.Recv(ctx); !errors.Is(err, ErrPeerClosed) {
+		t.Fatalf("sender: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/multiplane/multiplane/transport/internal/protocol"
@@ -100,7 +101,7 @@ func (c *Conn) place(d *wire.Data) {
 	m := c.inMsgs[d.MessageID]
 	if m == nil {
 		if protocol.ByteCount(d.TotalLength) > c.cfg.MaxMessageSize {
-			c.stats.garbled++
+			c.violation(fmt.Errorf("message %d of %d bytes exceeds MaxMessageSize %d", d.MessageID, d.TotalLength, c.cfg.MaxMessageSize))
 			return
 		}
 		n := int((protocol.ByteCount(d.TotalLength) + c.chunk - 1) / c.chunk)
@@ -112,12 +113,12 @@ func (c *Conn) place(d *wire.Data) {
 	}
 	off := protocol.ByteCount(d.Offset)
 	if d.TotalLength != m.total || off%c.chunk != 0 {
-		c.stats.garbled++
+		c.violation(fmt.Errorf("message %d: length %d/%d or offset %d inconsistent (chunk %d)", d.MessageID, d.TotalLength, m.total, off, c.chunk))
 		return
 	}
 	ci := int(off / c.chunk)
 	if want := min(c.chunk, protocol.ByteCount(m.total)-off); protocol.ByteCount(len(d.Payload)) != want && m.total != 0 {
-		c.stats.garbled++
+		c.violation(fmt.Errorf("message %d: %d payload bytes at offset %d, want %d", d.MessageID, len(d.Payload), off, want))
 		return
 	}
 	w, bit := ci/64, uint64(1)<<(ci%64)
@@ -135,6 +136,17 @@ func (c *Conn) place(d *wire.Data) {
 		c.stats.msgsRecv++
 		c.stats.bytesRecv += uint64(m.total)
 		c.signalRecv()
+	}
+}
+
+// violation records a protocol violation by the peer (data the receiver
+// cannot place although the packet was well formed). The packet was
+// already acknowledged at the path level, so the connection must fail
+// loudly rather than lose the data silently; afterBatch ends it. c.mu held.
+func (c *Conn) violation(err error) {
+	c.stats.garbled++
+	if c.protoErr == nil {
+		c.protoErr = fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
 }
 
@@ -186,6 +198,12 @@ func (c *Conn) afterBatch(now time.Time, pl *plane) {
 	}
 	if wake {
 		c.wakeSender()
+	}
+	c.mu.Lock()
+	perr := c.protoErr
+	c.mu.Unlock()
+	if perr != nil {
+		c.abort(perr, true)
 	}
 }
 
