@@ -270,7 +270,8 @@ func TestRestartsOnLastKnownGoodWithEtcdDown(t *testing.T) {
 	if got := rec2.generations(); !slices.Equal(got, []uint64{7, 8}) {
 		t.Fatalf("applied %v, want [7 8] (the same generation from etcd is a no-op)", got)
 	}
-	if len(hook) != 2 || <-hook != 7 || <-hook != 8 {
+	waitFor(t, wait, "OnApplied for 8", func() bool { return len(hook) == 2 })
+	if <-hook != 7 || <-hook != 8 {
 		t.Fatal("OnApplied was not called once for 7 and once for 8")
 	}
 	stop()

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/kv/kvtest"
 )
 
@@ -25,4 +26,31 @@ func TestNoGoroutineLeft(t *testing.T) {
 	})
 	stop()
 	goleak.VerifyNone(t, existing)
+}
+
+// With a lease shared by many agents, an agent writes under it and deletes
+// its status when it stops, leaving the lease to its owner.
+func TestSharedLease(t *testing.T) {
+	s := kvtest.New(t)
+	ctx := testenv.Context(t)
+	lease, err := s.Client.Grant(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putDoc(t, s.Client, doc("host-a", 1))
+	putGen(t, s.Client, 1)
+	rec := &recorder{}
+	stop := start(t, newAgent(t, Config{Endpoint: "host-a", Client: s.Client, Planes: 4, Lease: lease.ID}, rec))
+	waitFor(t, wait, "the status under the shared lease", func() bool {
+		st, l, ok := getStatus(t, s.Client, "host-a")
+		return ok && st.AppliedGeneration == 1 && l == int64(lease.ID)
+	})
+	stop()
+	if _, _, ok := getStatus(t, s.Client, "host-a"); ok {
+		t.Fatal("status left after the agent stopped")
+	}
+	ttl, err := s.Client.TimeToLive(ctx, lease.ID)
+	if err != nil || ttl.TTL <= 0 {
+		t.Fatalf("shared lease gone after one agent stopped: %v %+v", err, ttl)
+	}
 }
