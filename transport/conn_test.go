@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,5 +196,44 @@ func TestProtocolViolationFailsLoudly(t *testing.T) {
 	}
 	if _, err := ca.Recv(ctx); !errors.Is(err, ErrPeerClosed) {
 		t.Fatalf("sender: %v", err)
+	}
+}
+
+func TestManyConnectionsBothWays(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(3)})
+	b := listenT(t, Config{Local: loopbackAddrs(3)})
+	const conns = 8
+	type pairT struct{ x, y *Conn }
+	ps := make([]pairT, conns)
+	for i := range ps {
+		x, y := pair(t, ctx, a, b, b.LocalAddrs())
+		ps[i] = pairT{x, y}
+	}
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		for _, dir := range [][2]*Conn{{p.x, p.y}, {p.y, p.x}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				transfer(t, ctx, dir[0], dir[1], 20, 20000, 2)
+			}()
+		}
+	}
+	wg.Wait()
+	if n := b.Stats().Connections; n != conns {
+		t.Fatalf("%d connections on the acceptor", n)
+	}
+	for _, p := range ps {
+		if err := p.x.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Stats().Connections != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := b.Stats().Connections; n != 0 {
+		t.Fatalf("%d connections left after the peers closed", n)
 	}
 }

@@ -86,6 +86,7 @@ func checkMsg(m []byte) (int, bool) {
 
 // transfer sends n messages of about size bytes from a to b with
 // concurrency senders, and checks every one arrives exactly once and intact.
+// It reports failures with t.Errorf, so it may run on any goroutine.
 func transfer(t testing.TB, ctx context.Context, a, b *Conn, n, size, concurrency int) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -108,21 +109,24 @@ func transfer(t testing.TB, ctx context.Context, a, b *Conn, n, size, concurrenc
 	for got := 0; got < n; got++ {
 		m, err := b.Recv(ctx)
 		if err != nil {
-			t.Fatalf("recv after %d messages: %v", got, err)
+			t.Errorf("recv after %d messages: %v", got, err)
+			return time.Since(start)
 		}
 		idx, ok := checkMsg(m)
 		if !ok || idx < 0 || idx >= n {
-			t.Fatalf("corrupt message (index %d, %d bytes)", idx, len(m))
+			t.Errorf("corrupt message (index %d, %d bytes)", idx, len(m))
+			return time.Since(start)
 		}
 		if seen[idx] {
-			t.Fatalf("message %d delivered twice", idx)
+			t.Errorf("message %d delivered twice", idx)
+			return time.Since(start)
 		}
 		seen[idx] = true
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatalf("send: %v", err)
+		t.Errorf("send: %v", err)
 	}
 	return time.Since(start)
 }
