@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -137,31 +136,15 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	res := &ConvergenceResult{Config: cfg}
 	switches := cfg.Planes * cfg.PerPlane
 	ports := cfg.Endpoints / cfg.PerPlane
-	fleet, err := gnmisim.StartFleet(gnmisim.FleetConfig{Switches: switches, Ports: ports, Planes: cfg.Planes,
-		Tick: cfg.Sample, Logger: logger.With("component", "gnmisim")})
+	sys, err := startSystem(ctx, gnmisim.FleetConfig{Switches: switches, Ports: ports, Planes: cfg.Planes,
+		Tick: cfg.Sample, Logger: logger.With("component", "gnmisim")}, cfg.FabricdBin, cfg.WorkDir, "fabricd-convergence",
+		"--health-up-hold", "1s")
 	if err != nil {
 		return nil, err
 	}
-	defer fleet.Close()
-	topo := fleet.Topology()
+	defer sys.close()
+	fleet, topo, fd := sys.fleet, sys.topo, sys.fd
 	dataDir := filepath.Join(cfg.WorkDir, "fabricd-convergence")
-	os.RemoveAll(dataDir)
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, err
-	}
-	topoFile := filepath.Join(dataDir, "topology.json")
-	data, _ := json.Marshal(topo)
-	if err := os.WriteFile(topoFile, data, 0o644); err != nil {
-		return nil, err
-	}
-	fd, err := fabricdproc.Start(ctx, fabricdproc.Options{Bin: cfg.FabricdBin, DataDir: dataDir, Args: []string{
-		"--topology", topoFile, "--log-level", "warn", "--health-up-hold", "1s", "--health-flap-damping=false",
-		"--telemetry-sample-interval", cfg.Sample.String(),
-	}})
-	if err != nil {
-		return nil, err
-	}
-	defer fd.Stop()
 	if err := waitSynced(ctx, fd, switches, 3*time.Minute); err != nil {
 		return nil, err
 	}

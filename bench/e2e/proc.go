@@ -3,15 +3,19 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/multiplane/multiplane/fabricsim/gnmisim"
 	"github.com/multiplane/multiplane/internal/fabricdproc"
+	"github.com/multiplane/multiplane/planes"
 )
 
 // cpuSeconds is a process's user+system CPU time.
@@ -125,4 +129,48 @@ func streamEvents(ctx context.Context, fd *fabricdproc.Proc) (<-chan sseEvent, e
 		}
 	}()
 	return out, nil
+}
+
+// system is a fleet of emulated switches and a fabricd collecting from them.
+type system struct {
+	fleet *gnmisim.Fleet
+	topo  *planes.Topology
+	fd    *fabricdproc.Proc
+}
+
+func (s *system) close() {
+	if s.fd != nil {
+		s.fd.Stop()
+	}
+	s.fleet.Close()
+}
+
+// startSystem starts the fleet, writes its topology and starts fabricd on it
+// in a fresh data directory under workDir, with more flags in args.
+func startSystem(ctx context.Context, fc gnmisim.FleetConfig, fabricdBin, workDir, name string, args ...string) (*system, error) {
+	fleet, err := gnmisim.StartFleet(fc)
+	if err != nil {
+		return nil, err
+	}
+	s := &system{fleet: fleet, topo: fleet.Topology()}
+	dataDir := filepath.Join(workDir, name)
+	os.RemoveAll(dataDir)
+	topoFile := filepath.Join(dataDir, "topology.json")
+	data, _ := json.Marshal(s.topo)
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		s.close()
+		return nil, err
+	}
+	if err := os.WriteFile(topoFile, data, 0o644); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.fd, err = fabricdproc.Start(ctx, fabricdproc.Options{Bin: fabricdBin, DataDir: dataDir,
+		Args: append([]string{"--topology", topoFile, "--log-level", "warn", "--health-flap-damping=false",
+			"--telemetry-sample-interval", fc.Tick.String()}, args...)})
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
 }

@@ -2,12 +2,9 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/multiplane/multiplane/fabricsim/gnmisim"
@@ -53,32 +50,14 @@ type TelemetryResult struct {
 // the soak, in that order.
 func RunTelemetry(ctx context.Context, cfg TelemetryConfig, logger *slog.Logger) (*TelemetryResult, error) {
 	res := &TelemetryResult{Config: cfg}
-	fleet, err := gnmisim.StartFleet(gnmisim.FleetConfig{Switches: cfg.Switches, Ports: cfg.Ports, Planes: cfg.Planes,
-		Tick: cfg.Sample, Logger: logger.With("component", "gnmisim")})
+	sys, err := startSystem(ctx, gnmisim.FleetConfig{Switches: cfg.Switches, Ports: cfg.Ports, Planes: cfg.Planes,
+		Tick: cfg.Sample, Logger: logger.With("component", "gnmisim")}, cfg.FabricdBin, cfg.WorkDir, "fabricd-telemetry",
+		"--health-up-hold", cfg.UpHold.String())
 	if err != nil {
 		return nil, err
 	}
-	defer fleet.Close()
-	topo := fleet.Topology()
-	dataDir := filepath.Join(cfg.WorkDir, "fabricd-telemetry")
-	os.RemoveAll(dataDir)
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, err
-	}
-	topoFile := filepath.Join(dataDir, "topology.json")
-	data, _ := json.Marshal(topo)
-	if err := os.WriteFile(topoFile, data, 0o644); err != nil {
-		return nil, err
-	}
-	fd, err := fabricdproc.Start(ctx, fabricdproc.Options{Bin: cfg.FabricdBin, DataDir: dataDir, Args: []string{
-		"--topology", topoFile, "--log-level", "warn",
-		"--health-up-hold", cfg.UpHold.String(), "--health-flap-damping=false",
-		"--telemetry-sample-interval", cfg.Sample.String(),
-	}})
-	if err != nil {
-		return nil, err
-	}
-	defer fd.Stop()
+	defer sys.close()
+	fleet, topo, fd := sys.fleet, sys.topo, sys.fd
 	logger.Info("fabricd started", "pid", fd.Pid(), "switches", cfg.Switches, "ports", cfg.Ports)
 
 	if err := waitSynced(ctx, fd, cfg.Switches, 2*time.Minute); err != nil {
