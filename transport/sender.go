@@ -401,8 +401,33 @@ func (c *Conn) onTimers(now time.Time) {
 			c.out = append(c.out, ob)
 		}
 	}
+	// A stall of this process or of the peer makes every path with data in
+	// flight time out at once; a failed path times out while others make
+	// progress. When several paths are due and none with data in flight
+	// is healthy, the timers only back off: resending and retiring would
+	// punish healthy paths for a scheduling stall (a peer that is really
+	// gone is caught by PeerTimeout).
+	stall := false
+	if c.mode == ModeMultipath {
+		due, healthy := 0, 0
+		for _, p := range c.paths {
+			if p.sent.BytesInFlight() == 0 {
+				continue
+			}
+			if d := p.sent.RTODeadline(); !now.Before(d) {
+				due++
+			} else {
+				healthy++
+			}
+		}
+		stall = due > 1 && healthy == 0
+	}
 	for _, p := range c.paths {
 		if p.sent.BytesInFlight() == 0 {
+			continue
+		}
+		if stall {
+			p.sent.BackOff(now)
 			continue
 		}
 		if c.mode == ModeGBN {

@@ -15,6 +15,8 @@ type PathStats struct {
 	Retransmits      uint64 // data packets sent again on this path
 	SpuriousLosses   uint64 // declared lost, then acknowledged
 	Timeouts         uint64
+	SpuriousTimeouts uint64 // timeouts undone by a late acknowledgement
+	Stalls           uint64 // every path timed out at once: only backed off
 	ECNMarks         uint64 // CE marks echoed by the receiver
 	SmoothedRTT      time.Duration
 	MinRTT           time.Duration
@@ -50,6 +52,7 @@ type ConnStats struct {
 	SpuriousRetransmits       uint64
 	PacketsLost               uint64
 	Timeouts                  uint64
+	Stalls                    uint64
 	ECNMarks                  uint64
 	DuplicatePackets          uint64
 	// SmoothedRTT is the smallest smoothed RTT over active paths.
@@ -90,7 +93,7 @@ func (c *Conn) Stats() ConnStats {
 			Retired:     p.idx >= 0 && c.sel.Retired(p.idx),
 			PacketsSent: st.PacketsSent, BytesSent: st.BytesSent, PacketsAcked: st.PacketsAcked,
 			PacketsLost: st.PacketsLost, Retransmits: p.retx, SpuriousLosses: st.SpuriousLosses,
-			Timeouts: st.Timeouts, ECNMarks: st.ECNMarks, SmoothedRTT: st.SmoothedRTT, MinRTT: st.MinRTT,
+			Timeouts: st.Timeouts, SpuriousTimeouts: st.SpuriousTimeouts, Stalls: st.Stalls, ECNMarks: st.ECNMarks, SmoothedRTT: st.SmoothedRTT, MinRTT: st.MinRTT,
 			CongestionWindow: st.CongestionWindow, BytesInFlight: st.BytesInFly,
 		}
 		s.Paths = append(s.Paths, ps)
@@ -99,6 +102,7 @@ func (c *Conn) Stats() ConnStats {
 		s.SpuriousRetransmits += st.SpuriousLosses
 		s.PacketsLost += st.PacketsLost
 		s.Timeouts += st.Timeouts
+		s.Stalls += st.Stalls
 		s.ECNMarks += st.ECNMarks
 		pl := &s.Planes[p.plane]
 		pl.PacketsSent += st.PacketsSent

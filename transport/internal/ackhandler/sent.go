@@ -59,6 +59,7 @@ type PathStats struct {
 	SpuriousLosses               uint64
 	Timeouts                     uint64
 	SpuriousTimeouts             uint64
+	Stalls                       uint64 // timeouts of every path at once: backed off only
 	ECNMarks                     uint64
 	SmoothedRTT, MinRTT, RTO     time.Duration
 	CongestionWindow, BytesInFly protocol.ByteCount
@@ -358,6 +359,19 @@ func (p *SentPath) OnTimeout(now time.Time, h Handler) int {
 	p.lastProgress = now
 	p.advanceBase()
 	return n
+}
+
+// BackOff doubles the retransmission timer without declaring anything
+// lost, for when every path timed out at once (a stall, not a path
+// failure). It counts as a timeout for the backoff.
+func (p *SentPath) BackOff(now time.Time) {
+	d := p.RTODeadline()
+	if d.IsZero() || now.Before(d) {
+		return
+	}
+	p.backoff++
+	p.lastProgress = now
+	p.stats.Stalls++
 }
 
 // AbandonAll declares every packet in flight lost without a congestion
