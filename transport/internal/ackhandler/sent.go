@@ -175,6 +175,7 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duratio
 			p.stats.SpuriousLosses++
 			e.state = stateAcked
 			spurious += e.size
+			p.RTT.UpdateMax(now, now.Sub(e.sent))
 			if p.rtoPending && !before(pn, p.rtoFirst) && before(pn, p.rtoEnd) {
 				p.rtoPending = false
 				p.stats.SpuriousTimeouts++

@@ -140,6 +140,32 @@ func TestRTTStats(t *testing.T) {
 	}
 }
 
+func TestRTOFloorFollowsRecentMax(t *testing.T) {
+	r := NewRTTStats()
+	now := time.Unix(100, 0)
+	for range 50 {
+		r.Update(now, time.Millisecond, 0)
+	}
+	if r.RTO() != DefaultMinRTO {
+		t.Fatalf("RTO %v", r.RTO())
+	}
+	// A 20 ms stall seen once lifts the RTO above it for one to two windows.
+	r.UpdateMax(now, 20*time.Millisecond)
+	if r.RTO() != 25*time.Millisecond {
+		t.Fatalf("RTO after a stall %v", r.RTO())
+	}
+	now = now.Add(1500 * time.Millisecond)
+	r.Update(now, time.Millisecond, 0)
+	if r.RTO() != 25*time.Millisecond {
+		t.Fatalf("RTO in the next window %v", r.RTO())
+	}
+	now = now.Add(2500 * time.Millisecond)
+	r.Update(now, time.Millisecond, 0)
+	if r.RTO() != DefaultMinRTO {
+		t.Fatalf("RTO after the stall aged out %v", r.RTO())
+	}
+}
+
 func TestPacer(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(0, 0)}
 	p := NewPacer(3000)

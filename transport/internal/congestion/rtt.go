@@ -18,11 +18,34 @@ type RTTStats struct {
 	roundStart             time.Time
 	hasSample              bool
 	MinRTO, MaxRTO         time.Duration
+	// maxCur and maxPrev are the largest samples of the current and the
+	// previous maxWindow: the RTO stays above them, so a sender whose
+	// acknowledgements are held up by scheduling stalls stops firing
+	// spurious timeouts after the first one.
+	maxCur, maxPrev time.Duration
+	maxStart        time.Time
 }
+
+const maxWindow = time.Second
 
 // NewRTTStats returns an estimator with default limits.
 func NewRTTStats() *RTTStats {
 	return &RTTStats{MinRTO: DefaultMinRTO, MaxRTO: DefaultMaxRTO}
+}
+
+// UpdateMax records a delay that counts only for the RTO floor (for
+// example the age of a packet acknowledged after it was declared lost).
+func (r *RTTStats) UpdateMax(now time.Time, sample time.Duration) {
+	if el := now.Sub(r.maxStart); el >= maxWindow {
+		r.maxPrev = r.maxCur
+		if el >= 2*maxWindow {
+			r.maxPrev = 0
+		}
+		r.maxCur, r.maxStart = 0, now
+	}
+	if sample > r.maxCur {
+		r.maxCur = sample
+	}
 }
 
 // Update adds a sample measured at now. ackDelay is subtracted when it
@@ -37,6 +60,7 @@ func (r *RTTStats) Update(now time.Time, sample, ackDelay time.Duration) {
 	if sample-ackDelay >= r.min {
 		sample -= ackDelay
 	}
+	r.UpdateMax(now, sample)
 	r.latest = sample
 	if !r.hasSample {
 		r.hasSample = true
@@ -96,6 +120,9 @@ func (r *RTTStats) RTO() time.Duration {
 	rto := r.Smoothed() + 4*r.meanDev
 	if !r.hasSample {
 		rto = 2 * DefaultInitialRTT
+	}
+	if m := max(r.maxCur, r.maxPrev); rto < m+m/4 {
+		rto = m + m/4
 	}
 	if rto < r.MinRTO {
 		rto = r.MinRTO
