@@ -83,8 +83,24 @@ func (c *Conn) sendLoop() {
 	}
 }
 
+// hooks adapts a Conn to the interfaces of its internal packages
+// (pathsel.Eligible, ackhandler.Handler) without exporting those methods.
+type hooks Conn
+
 // Eligible implements pathsel.Eligible: path i has window and pacing room.
-func (c *Conn) Eligible(i int) bool {
+func (h *hooks) Eligible(i int) bool { return (*Conn)(h).eligible(i) }
+
+// OnAcked implements ackhandler.Handler.
+func (h *hooks) OnAcked(ref ackhandler.Ref, n protocol.ByteCount, wasLost bool) {
+	(*Conn)(h).onAcked(ref, n, wasLost)
+}
+
+// OnLost implements ackhandler.Handler.
+func (h *hooks) OnLost(ref ackhandler.Ref, n protocol.ByteCount) { (*Conn)(h).onLost(ref, n) }
+
+func (c *Conn) hooks() *hooks { return (*hooks)(c) }
+
+func (c *Conn) eligible(i int) bool {
 	p := c.active[i]
 	if !c.validPlane(p.plane) || !p.sent.CanSend() {
 		return false
@@ -155,7 +171,7 @@ func (c *Conn) fill(now time.Time) int {
 		if rate > 0 && c.connPacer.Budget(now, rate) < c.dgram {
 			return n
 		}
-		i := c.sel.Pick(now, c, avoid)
+		i := c.sel.Pick(now, c.hooks(), avoid)
 		if i < 0 {
 			return n
 		}
@@ -250,8 +266,8 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 	p.pacer.OnSent(size)
 }
 
-// OnAcked implements ackhandler.Handler.
-func (c *Conn) OnAcked(ref ackhandler.Ref, _ protocol.ByteCount, wasLost bool) {
+// onAcked records an acknowledged packet's data.
+func (c *Conn) onAcked(ref ackhandler.Ref, _ protocol.ByteCount, wasLost bool) {
 	if wasLost {
 		c.stats.spurious++
 	}
@@ -279,9 +295,9 @@ func (c *Conn) OnAcked(ref ackhandler.Ref, _ protocol.ByteCount, wasLost bool) {
 	}
 }
 
-// OnLost implements ackhandler.Handler: queue the data for a resend,
-// avoiding the path it was lost on.
-func (c *Conn) OnLost(ref ackhandler.Ref, _ protocol.ByteCount) {
+// onLost queues the data of a lost packet for a resend, avoiding the
+// path it was lost on.
+func (c *Conn) onLost(ref ackhandler.Ref, _ protocol.ByteCount) {
 	if c.mode == ModeGBN {
 		return // go-back-N resends through Rewind
 	}
@@ -305,7 +321,7 @@ func (c *Conn) onAck(now time.Time, a *wire.Ack) {
 			continue
 		}
 		if c.mode == ModeGBN {
-			acked := p.sent.OnCumulativeAck(now, blk.Cumulative, a.AckDelay, c)
+			acked := p.sent.OnCumulativeAck(now, blk.Cumulative, a.AckDelay, c.hooks())
 			if acked > 0 && p.idx >= 0 {
 				c.sel.OnAck(p.idx)
 			}
@@ -315,7 +331,7 @@ func (c *Conn) onAck(now time.Time, a *wire.Ack) {
 			continue
 		}
 		c.curAvoid = p.idx
-		acked, lost := p.sent.OnAck(now, blk, a.AckDelay, c)
+		acked, lost := p.sent.OnAck(now, blk, a.AckDelay, c.hooks())
 		c.curAvoid = -1
 		if p.idx < 0 {
 			continue
@@ -437,10 +453,10 @@ func (c *Conn) onTimers(now time.Time) {
 			continue
 		}
 		c.curAvoid = p.idx
-		if p.sent.OnLossTimer(now, c) > 0 && p.idx >= 0 {
+		if p.sent.OnLossTimer(now, c.hooks()) > 0 && p.idx >= 0 {
 			c.sel.OnCongestion(p.idx, now, p.rtt.Smoothed())
 		}
-		if p.sent.OnTimeout(now, c) > 0 && p.idx >= 0 {
+		if p.sent.OnTimeout(now, c.hooks()) > 0 && p.idx >= 0 {
 			c.sel.OnTimeout(p.idx, now)
 		}
 		c.curAvoid = -1
