@@ -340,9 +340,12 @@ func (c *Conn) onAck(now time.Time, a *wire.Ack) {
 			c.sel.OnAck(p.idx)
 		}
 		ecn := p.sent.Stats().ECNMarks
-		if lost > 0 || ecn != p.lastECN {
+		switch {
+		case ecn != p.lastECN || lost > 1:
 			p.lastECN = ecn
 			c.sel.OnCongestion(p.idx, now, p.rtt.Smoothed())
+		case lost == 1:
+			c.sel.OnLoss(p.idx, now, p.rtt.Smoothed())
 		}
 	}
 }
@@ -454,7 +457,7 @@ func (c *Conn) onTimers(now time.Time) {
 		}
 		c.curAvoid = p.idx
 		if p.sent.OnLossTimer(now, c.hooks()) > 0 && p.idx >= 0 {
-			c.sel.OnCongestion(p.idx, now, p.rtt.Smoothed())
+			c.sel.OnLoss(p.idx, now, p.rtt.Smoothed())
 		}
 		if p.sent.OnTimeout(now, c.hooks()) > 0 && p.idx >= 0 {
 			c.sel.OnTimeout(p.idx, now)

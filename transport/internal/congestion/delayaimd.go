@@ -102,7 +102,7 @@ func (c *DelayAIMD) cut(now time.Time, factor float64) {
 // OnPacketAcked implements SendAlgorithm.
 func (c *DelayAIMD) OnPacketAcked(now time.Time, acked, priorInFlight protocol.ByteCount) {
 	c.newRound(now)
-	c.roundAck++
+	c.roundAck += max(1, int(acked/c.cfg.MSS)) // packets, not ACK frames
 	if c.rtt.HasSample() {
 		if c.InSlowStart() && c.rtt.Latest() > c.target() {
 			c.ssthresh = c.cwnd // leave slow start on the first sign of a queue

@@ -25,9 +25,10 @@ import (
 
 // Defaults.
 const (
-	DefaultPenaltyFactor = 0.25
-	DefaultRetireAfter   = 3
-	DefaultProbeInterval = 20 * time.Millisecond
+	DefaultPenaltyFactor     = 0.25
+	DefaultLossPenaltyFactor = 0.75
+	DefaultRetireAfter       = 3
+	DefaultProbeInterval     = 20 * time.Millisecond
 )
 
 // Path describes one path.
@@ -42,6 +43,7 @@ type entry struct {
 	Path
 	cur          float64
 	penaltyUntil time.Time
+	penalty      float64
 	timeouts     int
 	retired      bool
 	nextProbe    time.Time
@@ -54,23 +56,26 @@ type Eligible interface {
 
 // Selector picks paths. Index i refers to the i-th path given to New.
 type Selector struct {
-	paths         []entry
-	PenaltyFactor float64
-	RetireAfter   int
-	ProbeInterval time.Duration
+	paths             []entry
+	PenaltyFactor     float64
+	LossPenaltyFactor float64
+	RetireAfter       int
+	ProbeInterval     time.Duration
 }
 
 // New returns a selector over paths, carrying per-path state over from old
 // (which may be nil) for paths with the same ID.
 func New(paths []Path, old *Selector) *Selector {
 	s := &Selector{
-		paths:         make([]entry, len(paths)),
-		PenaltyFactor: DefaultPenaltyFactor,
-		RetireAfter:   DefaultRetireAfter,
-		ProbeInterval: DefaultProbeInterval,
+		paths:             make([]entry, len(paths)),
+		PenaltyFactor:     DefaultPenaltyFactor,
+		LossPenaltyFactor: DefaultLossPenaltyFactor,
+		RetireAfter:       DefaultRetireAfter,
+		ProbeInterval:     DefaultProbeInterval,
 	}
 	if old != nil {
-		s.PenaltyFactor, s.RetireAfter, s.ProbeInterval = old.PenaltyFactor, old.RetireAfter, old.ProbeInterval
+		s.PenaltyFactor, s.LossPenaltyFactor = old.PenaltyFactor, old.LossPenaltyFactor
+		s.RetireAfter, s.ProbeInterval = old.RetireAfter, old.ProbeInterval
 	}
 	for i, p := range paths {
 		s.paths[i].Path = p
@@ -110,7 +115,7 @@ func (s *Selector) Active() int {
 func (s *Selector) weight(e *entry, now time.Time) float64 {
 	w := e.Weight
 	if now.Before(e.penaltyUntil) {
-		w *= s.PenaltyFactor
+		w *= e.penalty
 	}
 	return w
 }
@@ -170,10 +175,30 @@ func (s *Selector) NextProbe() time.Time {
 	return t
 }
 
-// OnCongestion records a loss or ECN mark on path i: the path is used less
-// for rtt.
+// OnCongestion records an ECN mark or a congestive loss on path i: the
+// path keeps PenaltyFactor of its weight for rtt.
 func (s *Selector) OnCongestion(i int, now time.Time, rtt time.Duration) {
-	s.paths[i].penaltyUntil = now.Add(rtt)
+	s.penalize(i, now, now.Add(rtt), s.PenaltyFactor)
+}
+
+// OnLoss records an isolated loss on path i: the path keeps
+// LossPenaltyFactor of its weight for rtt.
+func (s *Selector) OnLoss(i int, now time.Time, rtt time.Duration) {
+	s.penalize(i, now, now.Add(rtt), s.LossPenaltyFactor)
+}
+
+// penalize applies factor f until until; while a penalty is in force the
+// stronger factor and the later end win.
+func (s *Selector) penalize(i int, now, until time.Time, f float64) {
+	e := &s.paths[i]
+	if now.Before(e.penaltyUntil) {
+		e.penalty = min(e.penalty, f)
+		if until.After(e.penaltyUntil) {
+			e.penaltyUntil = until
+		}
+		return
+	}
+	e.penalty, e.penaltyUntil = f, until
 }
 
 // OnAck records progress on path i, ending a retirement.
@@ -188,7 +213,7 @@ func (s *Selector) OnAck(i int) {
 func (s *Selector) OnTimeout(i int, now time.Time) bool {
 	e := &s.paths[i]
 	e.timeouts++
-	e.penaltyUntil = now.Add(s.ProbeInterval)
+	s.penalize(i, now, now.Add(s.ProbeInterval), s.PenaltyFactor)
 	if !e.retired && e.timeouts >= s.RetireAfter && s.Active() > 1 {
 		e.retired = true
 		e.nextProbe = now.Add(s.ProbeInterval)

@@ -59,6 +59,21 @@ func TestPenaltyLastsOneRTT(t *testing.T) {
 	}
 }
 
+func TestIsolatedLossPenaltyIsMild(t *testing.T) {
+	s := New(paths(1, 1), nil)
+	now := time.Unix(0, 0)
+	s.OnLoss(0, now, time.Millisecond)
+	c := count(s, now, 1750, all{})
+	if c[0] < 700 || c[0] > 800 { // 0.75 : 1
+		t.Fatalf("after an isolated loss: %v", c)
+	}
+	s.OnCongestion(0, now, time.Millisecond) // the stronger penalty wins
+	c = count(s, now, 1250, all{})
+	if c[0] > 300 {
+		t.Fatalf("after ECN: %v", c)
+	}
+}
+
 func TestRetireAndProbe(t *testing.T) {
 	s := New(paths(1, 1), nil)
 	now := time.Unix(0, 0)
