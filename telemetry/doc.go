@@ -31,6 +31,13 @@
 // target that sends one leaf per notification, each leaf gives a sample
 // with the latest rates of all counters).
 //
+// Metrics (Collector.Register), namespace multiplane, subsystem telemetry:
+// switch_connected{switch} and switch_synced{switch} (0/1),
+// updates_total{switch} (leaves received), reconnects_total{switch},
+// errors_total{kind} (connect, stream, silent, auth, type_mismatch, stale,
+// counter_reset), samples_total and batches_total (handed to the observer).
+// A switch's series go away when Reconcile removes it.
+//
 // Use:
 //
 //	col, err := telemetry.New(cfg, engine, logger) // cfg.RegisterFlags(fs) beforehand

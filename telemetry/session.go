@@ -125,12 +125,15 @@ func (s *session) run(ctx context.Context) {
 	attempt := 0
 	wasDown := false
 	for {
+		began := time.Now()
 		synced, kind, err := s.stream(ctx, p)
 		if ctx.Err() != nil {
 			return
 		}
-		if synced {
-			attempt = 0 // a stream that got going starts the backoff over
+		if synced && time.Since(began) >= cfg.SilenceTimeout {
+			// A stream that got going starts the backoff over; one that
+			// ends right after syncing keeps backing off.
+			attempt = 0
 		}
 		s.c.m.errors.WithLabelValues(kind).Inc()
 		reason := describe(kind, err, cfg.SilenceTimeout)
