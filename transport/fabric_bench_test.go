@@ -27,6 +27,7 @@ func BenchmarkFabricGoodput(b *testing.B) {
 					fp := startFabricB(b, planesOf(4, userspace.PlaneConfig{RateBps: rate, Loss: loss}), Config{Mode: mode, PollMode: benchPoll})
 					var bytes int64
 					var el time.Duration
+					cpu0 := cpuTime()
 					for i := 0; i < b.N; i++ {
 						n, d := stream(b, fp.ca, fp.cb, time.Second)
 						bytes += n
@@ -37,6 +38,7 @@ func BenchmarkFabricGoodput(b *testing.B) {
 					b.ReportMetric(100*gp/float64(4*rate), "%line")
 					st := fp.ca.Stats()
 					b.ReportMetric(float64(st.Retransmits)/float64(st.PacketsSent)*100, "%retx")
+					b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(st.PacketsSent), "cpu-µs/pkt")
 				})
 			}
 		}

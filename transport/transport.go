@@ -471,6 +471,8 @@ type PlaneStats struct {
 	// KernelDrops counts datagrams the kernel dropped for lack of socket
 	// buffer (SO_RXQ_OVFL).
 	KernelDrops uint64
+	// Moderated counts wake-up moderation sleeps of the poll loop.
+	Moderated uint64
 }
 
 // TransportStats are the endpoint's counters.
@@ -499,6 +501,7 @@ func (t *Transport) Stats() TransportStats {
 			ps.TxBatches += st.TxBatches
 			ps.TxErrors += st.TxErrors
 			ps.KernelDrops += st.KernelDrops
+			ps.Moderated += st.Moderated
 		}
 		pl.mu.Unlock()
 		s.Planes = append(s.Planes, ps)
