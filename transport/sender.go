@@ -353,14 +353,12 @@ func (c *Conn) onAck(now time.Time, a *wire.Ack) {
 // rewind implements go-back-N: resend everything from the first
 // unacknowledged packet, with the same packet numbers.
 func (c *Conn) rewind(now time.Time, p *path) {
-	c.lastRewind, c.hasRewind = p.sent.NextPacketNumber(), true
 	refs := p.sent.Rewind(now, nil)
-	c.lastRewind = p.sent.NextPacketNumber()
+	c.lastRewind, c.hasRewind = p.sent.NextPacketNumber(), true
 	// Rewound packets go first, in order, before anything not yet resent.
 	rest := append([]ackhandler.Ref(nil), c.gbnQ[c.gbnHead:]...)
 	c.gbnQ = append(refs[:len(refs):len(refs)], filterRefs(rest, refs)...)
 	c.gbnHead = 0
-	c.stats.retransmits += 0
 }
 
 func filterRefs(rest, skip []ackhandler.Ref) []ackhandler.Ref {
