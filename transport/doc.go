@@ -17,19 +17,23 @@
 //
 // Reliability, per path (Mode multipath, the default): per-path packet
 // numbers, ACKs with a cumulative number and a 256-bit SACK bitmap, a gap
-// declares loss and the data is resent at once, preferably on another path,
-// with a fresh packet number; per-path retransmission timeouts back off
-// exponentially; spurious resends are detected and counted. Never
-// go-back-N. Mode gbn is a RoCEv2-like baseline in the same engine: one
+// (three later packets acknowledged, or 5/4 of an RTT) declares loss and
+// the data is resent at once, preferably on another path, with a fresh
+// packet number; per-path retransmission timeouts back off exponentially
+// and never fall below the largest recent delay; spurious resends and
+// timeouts are detected, counted and (for the window) undone; when every
+// path times out at once the timers only back off (a stall, not a path
+// failure). Never go-back-N. Mode gbn is a RoCEv2-like baseline in the same engine: one
 // path, in-order receive, NAK and go-back-N.
 //
 // Congestion: each path has its own delay-aware AIMD window (ECN marks and
 // queueing delay are congestion; isolated losses are resent, not punished)
 // and its own pacer; the receiver grants each sender a share of its ingress
 // budget in every ACK and the sender caps itself to it. Paths that lose
-// packets or see ECN are used less for an RTT; paths with repeated timeouts
-// are retired and probed, so traffic leaves a failed plane within a few
-// RTTs without control-plane help. The agent replaces the path set at
+// packets or see ECN are used less for an RTT (mildly for an isolated
+// loss); paths with repeated timeouts are retired and probed with
+// duplicated data, so traffic leaves a failed plane within a few RTTs
+// without control-plane help. The agent replaces the path set at
 // runtime with SetPathSet, atomically.
 //
 // Flow control and failure: Send blocks (backpressure) while the
@@ -37,12 +41,14 @@
 // receiver's credit (Config.ReceiveWindow) bounds what it must buffer. A
 // connection that hears nothing from its peer for Config.PeerTimeout fails:
 // every pending Send and Recv returns an error wrapping ErrPeerUnreachable,
-// so no data is lost silently.
+// so no data is lost silently; a peer that sends data that cannot be
+// placed ends the connection with ErrProtocol.
 //
 // I/O runs in per-plane poll loops with batched recvmmsg/sendmmsg (see
-// Config.PollMode); sends of equal-size datagrams to one address go out as
+// Config.PollMode; adaptive spins only within a per-process budget and
+// otherwise moderates wake-ups on busy ports); sends of equal-size datagrams to one address go out as
 // one UDP GSO send where the kernel allows it. Receivers acknowledge every
-// 8 packets, on request, or within 500 µs. Messages returned by Recv may be
+// 8 packets, on request, or within 500 µs (about 1 ms with Go's timers). Messages returned by Recv may be
 // handed back with Recycle to avoid an allocation per message. Stats and
 // Transport.Stats report per-connection, per-path and per-plane counters
 // (bytes, packets, retransmits, spurious retransmits, losses, timeouts, ECN
