@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"runtime"
@@ -133,6 +134,30 @@ func TestManyAgentsConverge(t *testing.T) {
 	t.Logf("footprint per agent (agent + client + in-process etcd server): %.1f goroutines, %.1f KiB heap+stack",
 		float64(after.goroutines-before.goroutines)/float64(n), float64(after.heap-before.heap)/float64(n)/1024)
 
+	// fabricd's view: when each agent's status says generation 2.
+	reported := map[string]time.Time{}
+	var lastReport atomic.Int64
+	wctx, wcancel := context.WithCancel(context.Background())
+	wch := s.Client.Watch(wctx, policy.PrefixStatus, clientv3.WithPrefix())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for resp := range wch {
+			for _, ev := range resp.Events {
+				var st policy.StatusDoc
+				if json.Unmarshal(ev.Kv.Value, &st) == nil && st.AppliedGeneration == 2 {
+					if _, ok := reported[st.Endpoint]; !ok {
+						reported[st.Endpoint] = time.Now()
+						if len(reported) == n {
+							lastReport.Store(time.Now().UnixNano())
+						}
+					}
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { wcancel(); <-watched })
+
 	start2 := time.Now()
 	genAt := publish(t, s.Client, names, 2)
 	waitFor(t, 120*time.Second, "every agent on generation 2", func() bool {
@@ -151,6 +176,8 @@ func TestManyAgentsConverge(t *testing.T) {
 	q := func(p float64) time.Duration { return lat[min(n-1, int(p*float64(n)))].Round(10 * time.Microsecond) }
 	t.Logf("%d agents: writing %d documents took %v; from the generation key write to apply: p50 %v p99 %v max %v",
 		n, n, genAt.Sub(start2).Round(time.Millisecond), q(0.5), q(0.99), lat[n-1].Round(10*time.Microsecond))
+	waitFor(t, 60*time.Second, "every status on generation 2", func() bool { return lastReport.Load() != 0 })
+	t.Logf("every status in etcd on generation 2 %v after the generation key write", time.Unix(0, lastReport.Load()).Sub(genAt).Round(time.Millisecond))
 	for i, r := range recs {
 		if got := r.generations(); !slices.Equal(got, []uint64{1, 2}) {
 			t.Fatalf("agent %d applied %v, want [1 2]", i, got)
