@@ -37,8 +37,12 @@ type Config struct {
 	// WatchStream names the gRPC watch stream of Client the agent's
 	// watches use: agents with the same name share one (default: the
 	// endpoint name, a stream per agent). etcd queues at most 128
-	// responses per stream before treating its watchers as slow, so
-	// agents sharing a client should share a stream by a few tens at most.
+	// responses per stream before it treats the stream's watchers as slow
+	// (delivered by a 100 ms resync), so agents sharing a stream should be
+	// a few tens at most. Measured with 4,000 agents in one process: 2
+	// clients and 2 shared streams, generation key to apply p99 18 s; 2
+	// clients and a stream per agent, etcd overloaded; 16 clients and 256
+	// streams or a stream per agent, p99 0.4-0.6 s on 2 busy cores.
 	WatchStream string
 
 	// StateDir holds <endpoint>.lkg.json, the last known good document
