@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,7 +30,7 @@ const (
 )
 
 // Error categories in the status, in the order they are reported.
-var errKinds = []string{"generation", "document", "apply", "rates", "lkg", "lkg-save"}
+var errKinds = []string{"generation", "document", "apply", "rates", "address", "lkg", "lkg-save"}
 
 // etcd call timeouts.
 const (
@@ -389,6 +391,7 @@ func (a *Agent) apply(doc policy.EndpointDoc, source string) {
 	if err != nil {
 		a.errs["rates"] = err.Error()
 	}
+	a.errs["address"] = a.addressMismatch(doc)
 	a.mu.Unlock()
 	if source == SourceLKG {
 		a.ctr.appliesLKG.Add(1)
@@ -412,6 +415,24 @@ func (a *Agent) apply(doc policy.EndpointDoc, source string) {
 			a.setErr("lkg", "")
 		}
 	}
+}
+
+// addressMismatch describes the planes whose address in doc is not the
+// local one (Config.Addresses), or returns "".
+func (a *Agent) addressMismatch(doc policy.EndpointDoc) string {
+	var bad []string
+	for _, p := range doc.PathSet.Planes {
+		if p.Index < 0 || p.Index >= len(a.cfg.Addresses) {
+			continue
+		}
+		if got, err := netip.ParseAddr(p.Address); err == nil && got != a.cfg.Addresses[p.Index] {
+			bad = append(bad, fmt.Sprintf("plane %s: document %s, local %s", p.Plane, got, a.cfg.Addresses[p.Index]))
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	return "generation " + fmt.Sprint(doc.Generation) + " addresses differ from this host's: " + strings.Join(bad, "; ")
 }
 
 func (a *Agent) setErr(kind, msg string) {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -389,14 +390,14 @@ func TestConfigDefaultsAndFlags(t *testing.T) {
 	var c Config
 	fs := newFlagSet()
 	c.RegisterFlags(fs)
-	if err := fs.Parse([]string{"--name", "host-a", "--etcd-endpoints", "http://a:2379, http://b:2379", "--planes", "8", "--state-dir", "/tmp/x"}); err != nil {
+	if err := fs.Parse([]string{"--name", "host-a", "--etcd-endpoints", "http://a:2379, http://b:2379", "--planes", "2", "--addresses", "10.77.0.1,10.77.1.1", "--state-dir", "/tmp/x"}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := c.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Endpoint != "host-a" || !slices.Equal(c.EtcdEndpoints, []string{"http://a:2379", "http://b:2379"}) || c.Planes != 8 ||
+	if c.Endpoint != "host-a" || !slices.Equal(c.EtcdEndpoints, []string{"http://a:2379", "http://b:2379"}) || c.Planes != 2 || len(c.Addresses) != 2 ||
 		c.StatusInterval != DefaultStatusInterval || c.LeaseTTL != DefaultLeaseTTL || c.Version == "" {
 		t.Fatalf("config %+v", c)
 	}
@@ -404,6 +405,7 @@ func TestConfigDefaultsAndFlags(t *testing.T) {
 		"no etcd":   {Endpoint: "x"},
 		"slash":     {Endpoint: "a/b", EtcdEndpoints: []string{"x"}},
 		"short ttl": {Endpoint: "a", EtcdEndpoints: []string{"x"}, LeaseTTL: time.Second},
+		"addresses": {Endpoint: "a", EtcdEndpoints: []string{"x"}, Planes: 4, Addresses: make([]netip.Addr, 2)},
 	} {
 		if _, err := bad.withDefaults(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: err = %v, want ErrConfig", name, err)

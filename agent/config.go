@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -49,8 +50,14 @@ type Config struct {
 	// (empty: none is kept).
 	StateDir string
 	// Planes is the number of local planes the documents are validated
-	// against (0: ask the Applier, if it has a Planes() int method).
+	// against (0: len(Addresses), else ask the Applier if it has a
+	// Planes() int method).
 	Planes int
+	// Addresses are the local per-plane addresses, in plane order
+	// (optional). A document that gives a plane another address is still
+	// applied (its steering is right) but the mismatch is reported in the
+	// status: the topology and this host disagree about who it is.
+	Addresses []netip.Addr
 
 	// StatusInterval is how often the status is refreshed when it changed
 	// (default 10 s; with traffic every agent then writes once per interval,
@@ -84,6 +91,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EtcdKeyFile, "etcd-key", "", "client key (PEM) for etcd")
 	fs.StringVar(&c.StateDir, "state-dir", DefaultStateDir, "directory of the last-known-good document (<name>.lkg.json); empty keeps none")
 	fs.IntVar(&c.Planes, "planes", 0, "number of local planes documents are checked against (default: the transport's)")
+	fs.Func("addresses", "comma-separated local per-plane IP addresses, in plane order, checked against the documents (optional)", func(s string) error {
+		c.Addresses = nil
+		for _, e := range splitList(s) {
+			a, err := netip.ParseAddr(e)
+			if err != nil {
+				return err
+			}
+			c.Addresses = append(c.Addresses, a)
+		}
+		return nil
+	})
 	fs.DurationVar(&c.StatusInterval, "status-interval", DefaultStatusInterval, "how often the status in etcd is refreshed")
 	fs.DurationVar(&c.LeaseTTL, "status-lease-ttl", DefaultLeaseTTL, "TTL of the lease the status is written under")
 }
@@ -132,6 +150,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Planes < 0 {
 		return c, fmt.Errorf("%w: %d planes", ErrConfig, c.Planes)
+	}
+	if c.Planes == 0 {
+		c.Planes = len(c.Addresses)
+	}
+	if len(c.Addresses) > 0 && len(c.Addresses) != c.Planes {
+		return c, fmt.Errorf("%w: %d addresses for %d planes", ErrConfig, len(c.Addresses), c.Planes)
 	}
 	if c.Version == "" {
 		c.Version = buildVersion()

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"net/netip"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -53,4 +55,23 @@ func TestSharedLease(t *testing.T) {
 	if err != nil || ttl.TTL <= 0 {
 		t.Fatalf("shared lease gone after one agent stopped: %v %+v", err, ttl)
 	}
+}
+
+// A document whose addresses are not this host's is applied (its steering
+// holds) and the mismatch is reported.
+func TestAddressMismatchIsReported(t *testing.T) {
+	s := kvtest.New(t)
+	local := []netip.Addr{netip.MustParseAddr("10.77.0.1"), netip.MustParseAddr("10.77.1.1"), netip.MustParseAddr("10.77.2.9"), netip.MustParseAddr("10.77.3.1")}
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: s.Client, Addresses: local}, rec)
+	if a.planes != 4 {
+		t.Fatalf("planes %d, want 4 from the addresses", a.planes)
+	}
+	putDoc(t, s.Client, doc("host-a", 1))
+	putGen(t, s.Client, 1)
+	start(t, a)
+	waitFor(t, wait, "generation 1 applied with the mismatch reported", func() bool {
+		st := a.Status()
+		return rec.last() == 1 && len(st.Errors) == 1 && strings.Contains(st.Errors[0], "plane p2: document 10.77.2.1, local 10.77.2.9")
+	})
 }
