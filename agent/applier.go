@@ -12,8 +12,8 @@ import (
 // error wrapping ErrNotEnforced means the path set was applied but part of
 // the rate policy could not be (the agent counts the document applied and
 // reports the error in its status). Stats returns per-plane counters for
-// the status. Both are called from one goroutine per agent at a time, but
-// Stats may run concurrently with Apply.
+// the status. Apply is never called concurrently with itself; Stats may be
+// called concurrently with Apply.
 type Applier interface {
 	Apply(doc policy.EndpointDoc) error
 	Stats() []policy.PathStatus

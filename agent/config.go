@@ -72,8 +72,9 @@ type Config struct {
 
 	// Version is reported in the status (default: the binary's build info).
 	Version string
-	// OnApplied, if set, is called after each successful apply with the
-	// generation applied and the time it was applied. It must not block.
+	// OnApplied, if set, is called after each successful apply (from etcd,
+	// or from the last-known-good file at start) with the generation
+	// applied and the time Apply returned. It must not block.
 	OnApplied func(gen uint64, at time.Time)
 }
 
