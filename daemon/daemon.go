@@ -79,6 +79,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Telemetry.RegisterFlags(fs)
 	fs.IntVar(&c.Policy.Entropy, "policy-entropy", c.Policy.Entropy, "paths (UDP source ports) per plane in every path set")
 	fs.DurationVar(&c.Publish.Debounce, "publish-debounce", c.Publish.Debounce, "wait after a change for more to coalesce before publishing")
+	fs.IntVar(&c.Publish.MaxTxnOps, "publish-max-txn-ops", c.Publish.MaxTxnOps, "most operations in one etcd transaction (etcd's --max-txn-ops)")
+	fs.IntVar(&c.Publish.ParallelTxns, "publish-parallel-txns", c.Publish.ParallelTxns, "etcd transactions in flight at once when publishing")
 	fs.IntVar(&c.Publish.SessionTTL, "leader-ttl", c.Publish.SessionTTL, "leader lease in seconds: a dead leader is replaced after about this long")
 	fs.StringVar(&c.Publish.ID, "replica-id", c.Publish.ID, "name of this fabricd replica in leader election")
 }

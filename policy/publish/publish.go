@@ -34,8 +34,11 @@ import (
 type Config struct {
 	// Debounce is how long to wait after a trigger for more to coalesce.
 	Debounce time.Duration
-	// MaxTxnOps bounds the operations in one etcd transaction.
+	// MaxTxnOps bounds the operations in one etcd transaction (etcd's
+	// default --max-txn-ops is 128).
 	MaxTxnOps int
+	// ParallelTxns is how many transactions are in flight at once.
+	ParallelTxns int
 	// SessionTTL is the leader lease in seconds: a dead leader is replaced
 	// after about this long.
 	SessionTTL int
@@ -46,7 +49,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
-	return Config{Debounce: 20 * time.Millisecond, MaxTxnOps: 64, SessionTTL: 5, ID: fmt.Sprintf("%s-%d", host, os.Getpid())}
+	return Config{Debounce: 20 * time.Millisecond, MaxTxnOps: 128, ParallelTxns: 8, SessionTTL: 5, ID: fmt.Sprintf("%s-%d", host, os.Getpid())}
 }
 
 var errCrashed = errors.New("publish: crashed mid-update (test failpoint)")
@@ -97,6 +100,9 @@ func New(cli *clientv3.Client, cfg Config, logger *slog.Logger) *Publisher {
 	}
 	if cfg.MaxTxnOps <= 0 {
 		cfg.MaxTxnOps = d.MaxTxnOps
+	}
+	if cfg.ParallelTxns <= 0 {
+		cfg.ParallelTxns = d.ParallelTxns
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = d.SessionTTL
@@ -241,29 +247,59 @@ func (w *writer) load(ctx context.Context) error {
 			return fmt.Errorf("publish: read %s: %w", prefix, err)
 		}
 		for _, kv := range resp.Kvs {
-			var g struct {
-				Generation uint64 `json:"generation"`
-			}
-			_ = json.Unmarshal(kv.Value, &g)
-			w.generation = max(w.generation, g.Generation)
-			if string(kv.Key) != policy.KeyGeneration {
-				w.content[string(kv.Key)] = stripGeneration(kv.Value)
+			key := string(kv.Key)
+			gen, content := canonical(key, kv.Value)
+			w.generation = max(w.generation, gen)
+			if key != policy.KeyGeneration && content != nil {
+				w.content[key] = content
 			}
 		}
 	}
 	return nil
 }
 
-// stripGeneration returns a document's canonical content without its
-// generation, for comparison.
-func stripGeneration(doc []byte) []byte {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(doc, &m) != nil {
-		return doc
+// canonical decodes a stored document and returns its generation and its
+// content encoded with generation 0, as publish encodes it for comparison
+// (nil when it is not a document this package writes).
+func canonical(key string, value []byte) (uint64, []byte) {
+	var doc interface{ setGeneration(uint64) uint64 }
+	switch {
+	case key == policy.KeyGeneration:
+		var g policy.GenerationDoc
+		json.Unmarshal(value, &g)
+		return g.Generation, nil
+	case key == policy.KeyPlanes:
+		doc = &planesDoc{}
+	case strings.HasPrefix(key, policy.PrefixEndpoints):
+		doc = &endpointDoc{}
+	case strings.HasPrefix(key, policy.PrefixDirectory):
+		doc = &directoryDoc{}
+	default:
+		return 0, nil
 	}
-	delete(m, "generation")
-	out, _ := json.Marshal(m)
-	return out
+	if json.Unmarshal(value, doc) != nil {
+		return 0, []byte("corrupt") // never equal: rewritten
+	}
+	gen := doc.setGeneration(0)
+	out, _ := json.Marshal(doc)
+	return gen, out
+}
+
+// Wrappers to read and zero the generation of each document type.
+type (
+	planesDoc    policy.PlanesDoc
+	endpointDoc  policy.EndpointDoc
+	directoryDoc policy.DirectoryDoc
+)
+
+func (d *planesDoc) setGeneration(g uint64) (old uint64) { old, d.Generation = d.Generation, g; return }
+func (d *endpointDoc) setGeneration(g uint64) (old uint64) {
+	old, d.Generation = d.Generation, g
+	return
+}
+func (d *directoryDoc) setGeneration(g uint64) (old uint64) {
+	old, d.Generation = d.Generation, g
+	return
 }
 
 type op struct {
@@ -274,24 +310,26 @@ type op struct {
 func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	start := time.Now()
 	gen := w.generation + 1
-	desired := map[string]any{}
-	desired[policy.KeyPlanes] = policy.PlanesDoc{Generation: gen, Planes: in.Output.Planes}
+	desired := map[string]interface{ setGeneration(uint64) uint64 }{}
+	desired[policy.KeyPlanes] = &planesDoc{Planes: in.Output.Planes}
 	for _, ep := range in.Output.Endpoints {
-		desired[policy.KeyEndpoint(ep.Endpoint)] = policy.EndpointDoc{Generation: gen, Endpoint: ep.Endpoint, PathSet: ep.PathSet, RatePolicy: ep.Rate}
-		desired[policy.KeyDirectory(ep.Endpoint)] = policy.DirectoryDoc{Generation: gen, Endpoint: ep.Endpoint, Ports: ep.Ports}
+		desired[policy.KeyEndpoint(ep.Endpoint)] = &endpointDoc{Endpoint: ep.Endpoint, PathSet: ep.PathSet, RatePolicy: ep.Rate}
+		desired[policy.KeyDirectory(ep.Endpoint)] = &directoryDoc{Endpoint: ep.Endpoint, Ports: ep.Ports}
 	}
 	var ops []op
-	newContent := map[string][]byte{}
+	newContent := make(map[string][]byte, len(desired))
 	for key, d := range desired {
-		doc, err := json.Marshal(d)
+		content, err := json.Marshal(d) // generation 0
 		if err != nil {
 			return Result{}, fmt.Errorf("publish: encode %s: %w", key, err)
 		}
-		c := stripGeneration(doc)
-		newContent[key] = c
-		if !bytes.Equal(w.content[key], c) {
-			ops = append(ops, op{key: key, doc: doc})
+		newContent[key] = content
+		if bytes.Equal(w.content[key], content) {
+			continue
 		}
+		d.setGeneration(gen)
+		doc, _ := json.Marshal(d)
+		ops = append(ops, op{key: key, doc: doc})
 	}
 	for key := range w.content {
 		if _, ok := desired[key]; !ok {
@@ -303,6 +341,7 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	}
 	slices.SortFunc(ops, func(a, b op) int { return strings.Compare(a.key, b.key) })
 	res := Result{Generation: gen}
+	var batches [][]clientv3.Op
 	for i := 0; i < len(ops); i += w.p.cfg.MaxTxnOps {
 		batch := ops[i:min(i+w.p.cfg.MaxTxnOps, len(ops))]
 		thens := make([]clientv3.Op, len(batch))
@@ -316,11 +355,26 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 				res.Bytes += len(o.key) + len(o.doc)
 			}
 		}
-		if err := w.txn(ctx, thens); err != nil {
+		batches = append(batches, thens)
+	}
+	// Transactions go out several at a time (etcd commits concurrent
+	// proposals together); the generation key follows when all succeeded.
+	for i := 0; i < len(batches); i += w.p.cfg.ParallelTxns {
+		group := batches[i:min(i+w.p.cfg.ParallelTxns, len(batches))]
+		errs := make([]error, len(group))
+		var wg sync.WaitGroup
+		for j, thens := range group {
+			wg.Go(func() { errs[j] = w.txn(ctx, thens) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			w.content = nil
+			if slices.ContainsFunc(errs, func(e error) bool { return errors.Is(e, ErrLostLeadership) }) {
+				return res, ErrLostLeadership
+			}
 			return res, err
 		}
-		res.Txns++
+		res.Txns += len(group)
 		if w.p.crashAfterTxns > 0 && res.Txns >= w.p.crashAfterTxns {
 			return res, errCrashed
 		}

@@ -44,7 +44,7 @@ func (s *source) compute(context.Context) (publish.Input, error) {
 
 func start(t *testing.T, cli *clientv3.Client, id string, src *source, results chan publish.Result) (*publish.Publisher, context.CancelFunc) {
 	cfg := publish.DefaultConfig()
-	cfg.ID, cfg.MaxTxnOps, cfg.SessionTTL = id, 16, 2
+	cfg.ID, cfg.MaxTxnOps, cfg.ParallelTxns, cfg.SessionTTL = id, 16, 2, 2
 	p := publish.New(cli, cfg, testenv.Logger(t).With("replica", id))
 	p.OnResult(func(r publish.Result) { results <- r })
 	ctx, cancel := context.WithCancel(context.Background())
