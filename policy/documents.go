@@ -13,6 +13,7 @@ const (
 	Prefix          = "/multiplane/v1/"
 	KeyGeneration   = Prefix + "fabric/generation"
 	KeyPlanes       = Prefix + "fabric/planes"
+	KeyPorts        = Prefix + "fabric/ports"
 	PrefixEndpoints = Prefix + "endpoints/"
 	PrefixDirectory = Prefix + "directory/"
 	PrefixStatus    = Prefix + "status/"
@@ -55,10 +56,23 @@ type DirectoryPort struct {
 	Plane   string `json:"plane"`
 	Index   int    `json:"index"`
 	Address string `json:"address"`
-	Usable  bool   `json:"usable"`
 }
 
-// DirectoryDoc lists an endpoint's per-plane addresses, for its peers.
+// PortRef names an endpoint's port on a plane.
+type PortRef struct {
+	Endpoint string `json:"endpoint"`
+	Plane    string `json:"plane"`
+}
+
+// PortsDoc lists, fabric-wide, the endpoint ports not to send to (their
+// link is down, or drained): peers avoid them.
+type PortsDoc struct {
+	Generation uint64    `json:"generation"`
+	Unusable   []PortRef `json:"unusable"`
+}
+
+// DirectoryDoc lists an endpoint's per-plane addresses, for its peers. It
+// changes only with the topology; usability is in PortsDoc.
 type DirectoryDoc struct {
 	Generation uint64          `json:"generation"`
 	Endpoint   string          `json:"endpoint"`

@@ -11,6 +11,7 @@
 package policy
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -107,6 +108,8 @@ type EndpointPolicy struct {
 type Output struct {
 	Endpoints []EndpointPolicy
 	Planes    []PlaneStatus
+	// Unusable are the ports peers should not send to, sorted.
+	Unusable []PortRef
 }
 
 // PlaneStatus is a plane as endpoints see it.
@@ -154,14 +157,19 @@ func Compute(in Input, cfg Config) Output {
 		classes[c.Name] = c
 	}
 	for _, e := range t.Endpoints {
-		out.Endpoints = append(out.Endpoints, endpointPolicy(e, in, cfg, planeIdx, planeInfo, drained, classes))
+		ep, unusable := endpointPolicy(e, in, cfg, planeIdx, planeInfo, drained, classes)
+		out.Endpoints = append(out.Endpoints, ep)
+		out.Unusable = append(out.Unusable, unusable...)
 	}
 	slices.SortFunc(out.Endpoints, func(a, b EndpointPolicy) int { return strings.Compare(a.Endpoint, b.Endpoint) })
+	slices.SortFunc(out.Unusable, func(a, b PortRef) int {
+		return cmp.Or(strings.Compare(a.Endpoint, b.Endpoint), strings.Compare(a.Plane, b.Plane))
+	})
 	return out
 }
 
 func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string]int, planeInfo map[string]PlaneStatus,
-	drained map[DrainKind]map[string]bool, classes map[string]RateClass) EndpointPolicy {
+	drained map[DrainKind]map[string]bool, classes map[string]RateClass) (EndpointPolicy, []PortRef) {
 	type candidate struct {
 		port      planes.Port
 		linkUp    bool
@@ -223,9 +231,13 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 		})
 	}
 	slices.SortFunc(ps.Planes, func(a, b PlanePath) int { return a.Index - b.Index })
+	var unusable []PortRef
 	ports := make([]DirectoryPort, len(cands))
 	for i, c := range cands {
-		ports[i] = DirectoryPort{Plane: c.port.Plane, Index: planeIdx[c.port.Plane], Address: c.port.Address.String(), Usable: c.preferred}
+		if !c.preferred {
+			unusable = append(unusable, PortRef{Endpoint: e.Name, Plane: c.port.Plane})
+		}
+		ports[i] = DirectoryPort{Plane: c.port.Plane, Index: planeIdx[c.port.Plane], Address: c.port.Address.String()}
 	}
 	slices.SortFunc(ports, func(a, b DirectoryPort) int { return a.Index - b.Index })
 
@@ -244,7 +256,7 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 			rate.PlaneCaps[p.Plane] = int64(float64(p.SpeedBps) * info.CapacityRatio)
 		}
 	}
-	return EndpointPolicy{Endpoint: e.Name, PathSet: ps, Rate: rate, Ports: ports}
+	return EndpointPolicy{Endpoint: e.Name, PathSet: ps, Rate: rate, Ports: ports}, unusable
 }
 
 // roundWeight keeps documents stable across float noise.

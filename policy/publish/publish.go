@@ -270,6 +270,8 @@ func canonical(key string, value []byte) (uint64, []byte) {
 		return g.Generation, nil
 	case key == policy.KeyPlanes:
 		doc = &planesDoc{}
+	case key == policy.KeyPorts:
+		doc = &portsDoc{}
 	case strings.HasPrefix(key, policy.PrefixEndpoints):
 		doc = &endpointDoc{}
 	case strings.HasPrefix(key, policy.PrefixDirectory):
@@ -288,11 +290,13 @@ func canonical(key string, value []byte) (uint64, []byte) {
 // Wrappers to read and zero the generation of each document type.
 type (
 	planesDoc    policy.PlanesDoc
+	portsDoc     policy.PortsDoc
 	endpointDoc  policy.EndpointDoc
 	directoryDoc policy.DirectoryDoc
 )
 
 func (d *planesDoc) setGeneration(g uint64) (old uint64) { old, d.Generation = d.Generation, g; return }
+func (d *portsDoc) setGeneration(g uint64) (old uint64)  { old, d.Generation = d.Generation, g; return }
 func (d *endpointDoc) setGeneration(g uint64) (old uint64) {
 	old, d.Generation = d.Generation, g
 	return
@@ -312,6 +316,7 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	gen := w.generation + 1
 	desired := map[string]interface{ setGeneration(uint64) uint64 }{}
 	desired[policy.KeyPlanes] = &planesDoc{Planes: in.Output.Planes}
+	desired[policy.KeyPorts] = &portsDoc{Unusable: in.Output.Unusable}
 	for _, ep := range in.Output.Endpoints {
 		desired[policy.KeyEndpoint(ep.Endpoint)] = &endpointDoc{Endpoint: ep.Endpoint, PathSet: ep.PathSet, RatePolicy: ep.Rate}
 		desired[policy.KeyDirectory(ep.Endpoint)] = &directoryDoc{Endpoint: ep.Endpoint, Ports: ep.Ports}

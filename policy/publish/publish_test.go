@@ -84,8 +84,8 @@ func TestPublishesChangedDocumentsThenGeneration(t *testing.T) {
 	p, _ := start(t, cli, "a", src, results)
 
 	r := waitResult(t, results)
-	// 100 endpoints + 100 directory entries + planes + generation key.
-	if r.Generation != 1 || r.Written != 202 || r.Txns != 14 {
+	// 100 endpoints + 100 directory entries + planes + ports + generation key.
+	if r.Generation != 1 || r.Written != 203 || r.Txns != 14 {
 		t.Fatalf("first publication = %+v", r)
 	}
 	gen, genRev := generationOf(t, cli, policy.KeyGeneration)
