@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -50,6 +51,7 @@ type Config struct {
 	Topology        string
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
+	Pprof           bool
 	Etcd            kv.Config
 	Health          planes.HealthConfig
 	Policy          policy.Config
@@ -74,6 +76,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Topology, "topology", c.Topology, "topology file (YAML or JSON) to load at start; see docs/topology.md")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest request body the API accepts")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time to finish in-flight requests on SIGINT/SIGTERM")
+	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve Go profiles at /debug/pprof/ on the API address (unauthenticated: keep it on loopback)")
 	c.Etcd.RegisterFlags(fs)
 	c.Health.RegisterFlags(fs)
 	c.Telemetry.RegisterFlags(fs)
@@ -197,7 +200,15 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("fabricd: listen: %w", err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	var root http.Handler = handler
+	if cfg.Pprof {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.Handle("/", handler)
+		root = mux
+	}
+	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	srv.RegisterOnShutdown(handler.Shutdown)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
