@@ -22,6 +22,7 @@ var (
 	scaleAgents  = flag.Int("agents", 100, "agents in TestManyAgentsConverge")
 	scaleClients = flag.Int("agent-clients", 2, "etcd clients the agents of TestManyAgentsConverge share")
 	scaleShared  = flag.Bool("shared-lease", false, "TestManyAgentsConverge: one status lease for all agents")
+	scaleExtEtcd = flag.Bool("etcd-process", false, "TestManyAgentsConverge: run etcd in a child process, so the footprint is the agents' alone")
 	scaleStreams = flag.Int("agent-streams", 0, "TestManyAgentsConverge: watch streams the agents share (0: one per agent)")
 )
 
@@ -63,25 +64,31 @@ func measure() footprint {
 // new generation. Figures: go test ./agent -run ManyAgents -v -agents 4000.
 func TestManyAgentsConverge(t *testing.T) {
 	n := *scaleAgents
-	s := kvtest.New(t)
+	var endpoints []string
+	if *scaleExtEtcd {
+		endpoints = startEtcdProcess(t)
+	} else {
+		endpoints = kvtest.New(t).Endpoints()
+	}
+	admin := newClient(t, endpoints)
 	clients := make([]*clientv3.Client, *scaleClients)
 	for i := range clients {
-		clients[i] = newClient(t, s.Endpoints())
+		clients[i] = newClient(t, endpoints)
 	}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("host-%05d", i)
 	}
-	publish(t, s.Client, names, 1)
+	publish(t, admin, names, 1)
 
 	var lease clientv3.LeaseID
 	if *scaleShared {
 		ctx := testenv.Context(t)
-		resp, err := s.Client.Grant(ctx, 10)
+		resp, err := admin.Grant(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ka, err := s.Client.KeepAlive(ctx, resp.ID)
+		ka, err := admin.KeepAlive(ctx, resp.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,18 +134,22 @@ func TestManyAgentsConverge(t *testing.T) {
 	waitFor(t, 120*time.Second, "every agent on generation 1", func() bool { return at1.Load() == int64(n) })
 	t.Logf("%d agents started and applied generation 1 in %v", n, time.Since(t0).Round(time.Millisecond))
 	waitFor(t, 120*time.Second, "every status written", func() bool {
-		resp, err := s.Client.Get(context.Background(), policy.PrefixStatus, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := admin.Get(context.Background(), policy.PrefixStatus, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == int64(n)
 	})
 	after := measure()
-	t.Logf("footprint per agent (agent + client + in-process etcd server): %.1f goroutines, %.1f KiB heap+stack",
+	what := "agent + client + in-process etcd server"
+	if *scaleExtEtcd {
+		what = "agent + its share of the clients"
+	}
+	t.Logf("footprint per agent (%s): %.1f goroutines, %.1f KiB heap+stack", what,
 		float64(after.goroutines-before.goroutines)/float64(n), float64(after.heap-before.heap)/float64(n)/1024)
 
 	// fabricd's view: when each agent's status says generation 2.
 	reported := map[string]time.Time{}
 	var lastReport atomic.Int64
 	wctx, wcancel := context.WithCancel(context.Background())
-	wch := s.Client.Watch(wctx, policy.PrefixStatus, clientv3.WithPrefix())
+	wch := admin.Watch(wctx, policy.PrefixStatus, clientv3.WithPrefix())
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -159,7 +170,7 @@ func TestManyAgentsConverge(t *testing.T) {
 	t.Cleanup(func() { wcancel(); <-watched })
 
 	start2 := time.Now()
-	genAt := publish(t, s.Client, names, 2)
+	genAt := publish(t, admin, names, 2)
 	waitFor(t, 120*time.Second, "every agent on generation 2", func() bool {
 		for i := range appliedAt {
 			if appliedAt[i].Load() == 0 {
