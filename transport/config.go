@@ -174,7 +174,8 @@ type Config struct {
 	// MaxMessageSize bounds a message (default 1 GiB, at most 4 GiB-1).
 	MaxMessageSize ByteCount
 	// IngressBudget is the receive rate shared among the connections
-	// sending to this transport; each gets an equal grant (0: unlimited).
+	// sending to this transport: each connection that sent data in the last
+	// 100 ms gets an equal grant, carried in every ACK (0: unlimited).
 	IngressBudget Rate
 	// EgressCap caps each connection's send rate (0: unlimited).
 	EgressCap Rate

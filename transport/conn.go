@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/multiplane/multiplane/transport/internal/ackhandler"
@@ -97,7 +98,8 @@ type Conn struct {
 	advertised protocol.ByteCount
 
 	stats    connCounters
-	protoErr error // a protocol violation by the peer ends the connection
+	protoErr error        // a protocol violation by the peer ends the connection
+	lastData atomic.Int64 // when data last arrived (UnixNano), for grants
 }
 
 type path struct {

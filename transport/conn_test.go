@@ -237,3 +237,32 @@ func TestManyConnectionsBothWays(t *testing.T) {
 		t.Fatalf("%d connections left after the peers closed", n)
 	}
 }
+
+func TestRateGrantIsSharedAmongActiveSenders(t *testing.T) {
+	ctx := testenv.Context(t)
+	const budget = 12e6 // bytes/s
+	b := listenT(t, Config{Local: loopbackAddrs(2), IngressBudget: budget})
+	a := listenT(t, Config{Local: loopbackAddrs(2)})
+	var conns [3][2]*Conn
+	for i := range conns {
+		conns[i][0], conns[i][1] = pair(t, ctx, a, b, b.LocalAddrs())
+	}
+	// An idle connection does not take a share: two senders get half each.
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			transfer(t, ctx, conns[i][0], conns[i][1], 20, 100000, 2)
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	total := float64(conns[0][1].Stats().BytesReceived + conns[1][1].Stats().BytesReceived)
+	rate := total / el.Seconds()
+	t.Logf("two senders, budget %.0f MB/s: together %.1f MB/s", budget/1e6, rate/1e6)
+	if rate > 1.3*budget || rate < 0.8*budget {
+		t.Fatalf("aggregate %.1f MB/s for a budget of %.1f MB/s", rate/1e6, budget/1e6)
+	}
+}

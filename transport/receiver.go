@@ -25,6 +25,7 @@ const maxAckBlocks = 29
 // onData processes a DATA packet that arrived on plane; c.mu held.
 func (c *Conn) onData(now time.Time, plane int, d *wire.Data, ce bool) {
 	c.lastRecv = now
+	c.lastData.Store(now.UnixNano())
 	rp := c.rpaths[d.PathID]
 	if rp == nil {
 		rp = &rpath{id: d.PathID}
@@ -156,12 +157,14 @@ func (c *Conn) maxData() protocol.ByteCount {
 	return md
 }
 
+// rateGrant is this sender's share of the ingress budget: an equal share
+// among the connections that sent data recently.
 func (c *Conn) rateGrant() protocol.Rate {
 	b := c.cfg.IngressBudget
 	if b == 0 {
 		return 0
 	}
-	return b / protocol.Rate(max(1, c.t.activeConns()))
+	return b / protocol.Rate(c.t.activeSenders(c.cfg.clock.Now()))
 }
 
 // afterBatch sends the connection's ACK for what arrived in the batch

@@ -30,8 +30,12 @@ type Transport struct {
 
 	acceptQ chan *Conn
 	bufs    bufferPool
-	garbage atomic.Uint64
-	unknown atomic.Uint64
+	// senders caches the number of connections that sent data in the last
+	// activeWindow, recounted at most every activeRecount.
+	senders   atomic.Int64
+	sendersAt atomic.Int64
+	garbage   atomic.Uint64
+	unknown   atomic.Uint64
 }
 
 // peerKey names an accepted connection by the dialer's connection id (a
@@ -285,6 +289,32 @@ func (t *Transport) activeConns() int {
 	n := len(t.conns)
 	t.mu.RUnlock()
 	return n
+}
+
+const (
+	activeWindow  = 100 * time.Millisecond
+	activeRecount = 10 * time.Millisecond
+)
+
+// activeSenders returns how many connections sent data recently (at
+// least 1), for sharing the ingress budget.
+func (t *Transport) activeSenders(now time.Time) int64 {
+	n := now.UnixNano()
+	if at := t.sendersAt.Load(); n-at < int64(activeRecount) && t.senders.Load() > 0 {
+		return t.senders.Load()
+	}
+	var k int64
+	t.mu.RLock()
+	for _, c := range t.conns {
+		if n-c.lastData.Load() < int64(activeWindow) {
+			k++
+		}
+	}
+	t.mu.RUnlock()
+	k = max(k, 1)
+	t.senders.Store(k)
+	t.sendersAt.Store(n)
+	return k
 }
 
 func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, from netip.AddrPort) {
