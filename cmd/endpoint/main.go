@@ -1,6 +1,6 @@
 // Command endpoint is the Multiplane endpoint: the agent that applies path
-// sets and rate policies to the transport (`endpoint run`, not yet
-// implemented) and a perftest-style transport benchmark (`endpoint bench`).
+// sets and rate policies to the transport (`endpoint run`) and a
+// perftest-style transport benchmark (`endpoint bench`).
 package main
 
 import (
@@ -22,7 +22,7 @@ const usage = `Usage: endpoint <command> [arguments]
 
 Commands:
   bench server|client [flags]  perftest-style transport benchmark (endpoint bench --help)
-  run                          the endpoint agent (not yet implemented)
+  run [flags]                  the endpoint agent (endpoint run --help)
 `
 
 const benchUsage = `Usage: endpoint bench server|client [flags]
@@ -66,8 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "bench":
 		return runBench(args[1:], stdout, stderr)
 	case "run":
-		fmt.Fprint(stderr, "endpoint run: the endpoint agent is not yet implemented\n\n"+usage)
-		return 2
+		return runAgent(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

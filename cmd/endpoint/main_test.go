@@ -13,7 +13,9 @@ func TestUsage(t *testing.T) {
 		want string
 	}{
 		{nil, 2, "Usage: endpoint"},
-		{[]string{"run"}, 2, "not yet implemented"},
+		{[]string{"run"}, 2, "--bind is required"},
+		{[]string{"run", "--bind", "127.0.0.1,nope"}, 2, `"nope" is not an IP`},
+		{[]string{"run", "--help"}, 0, "ENDPOINT_ETCD_ENDPOINTS"},
 		{[]string{"bench", "--help"}, 0, "ENDPOINT_BENCH_REPORT_GBITS"},
 		{[]string{"bench", "sideways"}, 2, "want server or client"},
 		{[]string{"bench", "client", "--mode", "tcp", "--bind", "127.0.0.1"}, 2, "--peer"},

@@ -18,6 +18,9 @@ func (p *Publisher) Collector() prometheus.Collector {
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "multiplane", Subsystem: "policy",
 			Name: "publish_duration_seconds", Help: "Time to write one generation to etcd.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		compute: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "multiplane", Subsystem: "policy",
+			Name: "compute_duration_seconds", Help: "Time to compute the policy of one published generation.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		generation: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "multiplane", Subsystem: "policy",
 			Name: "generation", Help: "Latest generation this replica published."}),
 		leader: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "multiplane", Subsystem: "policy",
@@ -36,6 +39,7 @@ func (p *Publisher) Collector() prometheus.Collector {
 		m.bytes.Add(float64(r.Bytes))
 		m.txns.Add(float64(r.Txns))
 		m.duration.Observe(r.Duration.Seconds())
+		m.compute.Observe(r.Compute.Seconds())
 		m.generation.Set(float64(r.Generation))
 		if prev != nil {
 			prev(r)
@@ -46,13 +50,13 @@ func (p *Publisher) Collector() prometheus.Collector {
 
 type metrics struct {
 	publications, writes, deletes, bytes, txns prometheus.Counter
-	duration                                   prometheus.Histogram
+	duration, compute                          prometheus.Histogram
 	generation                                 prometheus.Gauge
 	leader                                     prometheus.GaugeFunc
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.publications, m.writes, m.deletes, m.bytes, m.txns, m.duration, m.generation, m.leader}
+	return []prometheus.Collector{m.publications, m.writes, m.deletes, m.bytes, m.txns, m.duration, m.compute, m.generation, m.leader}
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {

@@ -32,8 +32,10 @@ import (
 
 // Config tunes publishing.
 type Config struct {
-	// Debounce is how long to wait after a trigger for more to coalesce.
+	// Debounce is the pause in triggers that starts a computation; MaxDelay
+	// bounds how long a burst of triggers can hold it back.
 	Debounce time.Duration
+	MaxDelay time.Duration
 	// MaxTxnOps bounds the operations in one etcd transaction (etcd's
 	// default --max-txn-ops is 128).
 	MaxTxnOps int
@@ -49,7 +51,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
-	return Config{Debounce: 20 * time.Millisecond, MaxTxnOps: 128, ParallelTxns: 8, SessionTTL: 5, ID: fmt.Sprintf("%s-%d", host, os.Getpid())}
+	return Config{Debounce: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5, ID: fmt.Sprintf("%s-%d", host, os.Getpid())}
 }
 
 var errCrashed = errors.New("publish: crashed mid-update (test failpoint)")
@@ -73,7 +75,8 @@ type Result struct {
 	Deleted    int
 	Txns       int
 	Bytes      int
-	Duration   time.Duration
+	Duration   time.Duration // writing to etcd
+	Compute    time.Duration // computing the policy
 }
 
 // Publisher campaigns for leadership and publishes while leader.
@@ -97,6 +100,9 @@ func New(cli *clientv3.Client, cfg Config, logger *slog.Logger) *Publisher {
 	d := DefaultConfig()
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = d.Debounce
+	}
+	if cfg.MaxDelay < cfg.Debounce {
+		cfg.MaxDelay = max(d.MaxDelay, cfg.Debounce)
 	}
 	if cfg.MaxTxnOps <= 0 {
 		cfg.MaxTxnOps = d.MaxTxnOps
@@ -198,17 +204,28 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 			return errors.New("publish: leader session expired")
 		case <-p.trigger:
 		}
-		// Coalesce what arrives during the debounce.
-		select {
-		case <-time.After(p.cfg.Debounce):
-		case <-ctx.Done():
+		// Coalesce a burst: wait until triggers pause for Debounce, but no
+		// longer than MaxDelay after the first.
+		deadline := time.NewTimer(p.cfg.MaxDelay)
+	quiet:
+		for {
+			select {
+			case <-time.After(p.cfg.Debounce):
+				break quiet
+			case <-p.trigger:
+			case <-deadline.C:
+				break quiet
+			case <-ctx.Done():
+				break quiet
+			}
+		}
+		deadline.Stop()
+		if ctx.Err() != nil {
 			continue
 		}
-		select {
-		case <-p.trigger:
-		default:
-		}
+		computeStart := time.Now()
 		in, err := compute(ctx)
+		computeTook := time.Since(computeStart)
 		if err != nil {
 			p.logger.Error("policy computation failed; keeping the published generation", "err", err)
 			continue
@@ -217,6 +234,7 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 		if err != nil {
 			return err
 		}
+		res.Compute = computeTook
 		if res.Written > 0 {
 			p.mu.Lock()
 			p.last = res
@@ -225,7 +243,7 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 				p.onResult(res)
 			}
 			p.logger.Info("policy published", "generation", res.Generation, "written", res.Written,
-				"deleted", res.Deleted, "txns", res.Txns, "bytes", res.Bytes, "took", res.Duration)
+				"deleted", res.Deleted, "txns", res.Txns, "bytes", res.Bytes, "compute", res.Compute, "write", res.Duration)
 		}
 	}
 }
