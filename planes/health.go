@@ -80,6 +80,7 @@ type linkHealth struct {
 
 type switchHealth struct {
 	name             string
+	down, degraded   int // links in each state, kept as links change
 	state            PlaneState
 	reachable        bool
 	synced           bool
@@ -94,7 +95,53 @@ type planeHealth struct {
 	state   PlaneState
 	drained bool
 	links   []*linkHealth
-	health  PlaneHealth
+	health  PlaneHealth // counts and capacity, kept as links change
+	upW     float64     // weight (speed, or 1 when unknown) of links not down
+	totalW  float64
+}
+
+// linkWeight is a link's share of its plane's capacity.
+func linkWeight(lh *linkHealth) float64 {
+	if lh.link.SpeedBps > 0 {
+		return float64(lh.link.SpeedBps)
+	}
+	return 1
+}
+
+// count adds (sign 1) or removes (sign -1) a link in its state to the
+// counters of its plane and switch.
+func count(lh *linkHealth, sign int) {
+	ph, sh, w := lh.plane, lh.sw, linkWeight(lh)
+	ph.totalW += float64(sign) * w
+	ph.health.TotalBps += int64(sign) * lh.link.SpeedBps
+	switch lh.state {
+	case LinkUp:
+		ph.health.LinksUp += sign
+	case LinkDegraded:
+		ph.health.LinksDegraded += sign
+		sh.degraded += sign
+	case LinkDown:
+		ph.health.LinksDown += sign
+		sh.down += sign
+	}
+	if lh.state != LinkDown {
+		ph.upW += float64(sign) * w
+		ph.health.CapacityBps += int64(sign) * lh.link.SpeedBps
+	}
+}
+
+// recount rebuilds every counter from the links.
+func (e *Engine) recount() {
+	for _, ph := range e.planes {
+		ph.upW, ph.totalW = 0, 0
+		ph.health = PlaneHealth{}
+	}
+	for _, sh := range e.switches {
+		sh.down, sh.degraded = 0, 0
+	}
+	for _, lh := range e.links {
+		count(lh, 1)
+	}
 }
 
 // Engine turns telemetry into link, switch and plane states with
@@ -171,6 +218,7 @@ func (e *Engine) SetTopology(t *Topology, links []Link) {
 		lh.plane.links = append(lh.plane.links, lh)
 	}
 	e.links, e.byName, e.switches, e.planes = newLinks, byName, switches, planes
+	e.recount()
 	for lh := range e.pending {
 		if newLinks[linkKey{lh.link.Switch, lh.link.Interface}] != lh {
 			delete(e.pending, lh)
@@ -212,9 +260,9 @@ func (e *Engine) Restore(last []Event) {
 			}
 		}
 	}
-	now := e.clock.Now()
+	e.recount()
 	for _, ph := range e.planes {
-		e.computePlane(ph, now)
+		e.computePlane(ph)
 	}
 }
 
@@ -437,7 +485,9 @@ func (e *Engine) settle(touched map[*linkHealth]struct{}, now time.Time, events 
 		}
 		events = append(events, Event{At: now, SubjectKind: SubjectLink, Subject: lh.link.Name, Kind: EventStateChange,
 			From: string(lh.state), To: string(st), Reason: why, Evidence: linkEvidence(lh)})
+		count(lh, -1)
 		lh.state, lh.reason = st, why
+		count(lh, 1)
 		changedSw[lh.sw] = struct{}{}
 		if from, ok := changedPl[lh.plane]; !ok || lh.pendingFrom.Before(from) {
 			changedPl[lh.plane] = lh.pendingFrom
@@ -474,75 +524,32 @@ func linkEvidence(lh *linkHealth) map[string]any {
 }
 
 func (e *Engine) aggregateSwitch(sh *switchHealth, now time.Time, events []Event) []Event {
-	st := PlaneHealthy
-	down := 0
-	for _, lh := range sh.links {
-		switch lh.state {
-		case LinkDown:
-			down++
-			st = PlaneDegraded
-		case LinkDegraded:
-			st = PlaneDegraded
-		}
-	}
-	why := ""
+	st, why := PlaneHealthy, ""
 	switch {
-	case len(sh.links) > 0 && down == len(sh.links):
+	case len(sh.links) > 0 && sh.down == len(sh.links):
 		st, why = PlaneDown, "all links down"
 	case !sh.reachable:
 		st, why = PlaneDegraded, "telemetry stream down: "+sh.reason
-	case st == PlaneDegraded:
-		why = "some links down or degraded"
+	case sh.down+sh.degraded > 0:
+		st, why = PlaneDegraded, "some links down or degraded"
 	}
 	if st != sh.state {
 		events = append(events, Event{At: now, SubjectKind: SubjectSwitch, Subject: sh.name, Kind: EventStateChange,
 			From: string(sh.state), To: string(st), Reason: why,
-			Evidence: map[string]any{"reachable": sh.reachable, "links": len(sh.links), "links_down": down}})
+			Evidence: map[string]any{"reachable": sh.reachable, "links": len(sh.links), "links_down": sh.down}})
 		sh.state = st
 	}
 	return events
 }
 
-// computePlane recomputes a plane's figures and returns its state.
-func (e *Engine) computePlane(ph *planeHealth, now time.Time) (PlaneState, string) {
-	h := PlaneHealth{Drained: ph.drained}
-	var upW, totalW float64
-	var traffic, pkts, lost, outPkts, marked float64
-	for _, lh := range ph.links {
-		w := float64(lh.link.SpeedBps)
-		if w == 0 {
-			w = 1
-		}
-		totalW += w
-		h.TotalBps += lh.link.SpeedBps
-		switch lh.state {
-		case LinkUp:
-			h.LinksUp++
-		case LinkDegraded:
-			h.LinksDegraded++
-		case LinkDown:
-			h.LinksDown++
-		}
-		if lh.state != LinkDown {
-			upW += w
-			h.CapacityBps += lh.link.SpeedBps
-		}
-		if r := lh.rates; r != nil {
-			traffic += math.Max(r.InOctets, r.OutOctets) * 8
-			pkts += r.InPkts + r.OutPkts
-			lost += r.InErrors + r.InDiscards + r.OutDiscards + r.QueueDrops
-			outPkts += r.OutPkts
-			marked += r.ECNMarked
-		}
-	}
+// computePlane derives a plane's state from its counters (O(1)).
+func (e *Engine) computePlane(ph *planeHealth) (PlaneState, string) {
+	h := &ph.health
+	h.Drained = ph.drained
 	h.CapacityRatio = 1
-	if totalW > 0 {
-		h.CapacityRatio = upW / totalW
+	if ph.totalW > 0 {
+		h.CapacityRatio = ph.upW / ph.totalW
 	}
-	if h.CapacityBps > 0 {
-		h.Utilization = traffic / float64(h.CapacityBps)
-	}
-	h.LossRate, h.ECNRate = ratio(lost, pkts), ratio(marked, outPkts)
 	st, why := PlaneHealthy, ""
 	switch {
 	case ph.drained:
@@ -553,12 +560,30 @@ func (e *Engine) computePlane(ph *planeHealth, now time.Time) (PlaneState, strin
 		st, why = PlaneDegraded, fmt.Sprintf("%d links down, %d degraded; %.0f%% of capacity left", h.LinksDown, h.LinksDegraded, 100*h.CapacityRatio)
 	}
 	h.State, h.Reason = st, why
-	ph.health = h
 	return st, why
 }
 
+// withRates fills a plane's traffic figures from its links' latest rates.
+func withRates(ph *planeHealth, h PlaneHealth) PlaneHealth {
+	var traffic, pkts, lost, outPkts, marked float64
+	for _, lh := range ph.links {
+		if r := lh.rates; r != nil {
+			traffic += math.Max(r.InOctets, r.OutOctets) * 8
+			pkts += r.InPkts + r.OutPkts
+			lost += r.InErrors + r.InDiscards + r.OutDiscards + r.QueueDrops
+			outPkts += r.OutPkts
+			marked += r.ECNMarked
+		}
+	}
+	if h.CapacityBps > 0 {
+		h.Utilization = traffic / float64(h.CapacityBps)
+	}
+	h.LossRate, h.ECNRate = ratio(lost, pkts), ratio(marked, outPkts)
+	return h
+}
+
 func (e *Engine) aggregatePlane(ph *planeHealth, now time.Time, cause string, events []Event) []Event {
-	st, why := e.computePlane(ph, now)
+	st, why := e.computePlane(ph)
 	if st != ph.state {
 		events = append(events, Event{At: now, SubjectKind: SubjectPlane, Subject: ph.name, Kind: EventStateChange,
 			From: string(ph.state), To: string(st), Reason: why,
@@ -577,7 +602,7 @@ func (e *Engine) PlaneHealth(name string) (PlaneHealth, bool) {
 	if ph == nil {
 		return PlaneHealth{}, false
 	}
-	h := ph.health
+	h := withRates(ph, ph.health)
 	h.State = ph.state
 	return h, true
 }
