@@ -5,7 +5,7 @@ BIN         := bin
 GOFLAGS_TEST ?= -count=1 -timeout 30m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test demo run-fabricd bench-telemetry bench-convergence lint deps-demo deps-test fuzz clean bench-transport
+.PHONY: all build test demo run-fabricd bench-transport bench-telemetry bench-convergence lint deps-demo deps-test fuzz clean bench-transport
 
 all: build
 
@@ -37,6 +37,10 @@ demo: deps-demo build
 # fabricd alone with the example topology (its switches are not emulated).
 run-fabricd: deps-demo build
 	@exec $(BIN)/fabricd --data-dir var --topology examples/topology.yaml
+
+# Transport suite on a network-namespace fabric (root; about 20 minutes).
+bench-transport: deps-test
+	scripts/bench-transport
 
 # Whole-system benchmarks against the real fabricd; results in docs/benchmarks/.
 bench-telemetry: deps-demo build
