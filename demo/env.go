@@ -72,7 +72,8 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (env *Env, err 
 	topo := &planes.Topology{}
 	for p := 0; p < cfg.Planes; p++ {
 		name := fmt.Sprintf("p%d-sw1", p)
-		sw, err := gnmisim.Start(gnmisim.Config{Name: name, Source: gnmisim.UserspacePlane(e.Fabric, p), Logger: logger.With("component", "gnmisim")})
+		sw, err := gnmisim.Start(gnmisim.Config{Name: name, Source: gnmisim.UserspacePlane(e.Fabric, p), OperPoll: 50 * time.Millisecond,
+			Logger: logger.With("component", "gnmisim")})
 		if err != nil {
 			return nil, fmt.Errorf("demo: switch %s: %w", name, err)
 		}
