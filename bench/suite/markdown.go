@@ -99,6 +99,19 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 			unavailable = append(unavailable, fmt.Sprintf("%s %s loss %s: %s", f.Scenario.Name, lossLabel(f.Loss), f.Mode, f.Err))
 		}
 	}
+	var failed []string
+	for _, f := range rep.Figures {
+		if len(f.Runs) > 0 && f.Failed > 0 {
+			failed = append(failed, fmt.Sprintf("%s %s loss %s: %d run(s) failed, the median is of the other %d: %s",
+				f.Scenario.Name, lossLabel(f.Loss), f.Mode, f.Failed, len(f.Runs), f.Err))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "\nFailed runs:\n\n")
+		for _, s := range failed {
+			fmt.Fprintf(&b, "- %s\n", s)
+		}
+	}
 	if len(unavailable) > 0 {
 		fmt.Fprintf(&b, "\nNot measured (n/a):\n\n")
 		for _, u := range unavailable {
@@ -147,6 +160,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	m := rep.Machine
 	fmt.Fprintf(&b, "- CPUs (nproc): %d, model: %s\n- Kernel: %s\n- Go: %s\n- Date: %s – %s\n",
 		m.CPUs, m.CPUModel, m.Kernel, m.GoVersion, rep.Start.UTC().Format("2006-01-02 15:04:05"), rep.End.UTC().Format("15:04:05 UTC"))
+	if rep.Config.Source != "" {
+		fmt.Fprintf(&b, "- Source: %s\n", rep.Config.Source)
+	}
 	if m.LoadStart != "" {
 		fmt.Fprintf(&b, "- Load average (1/5/15 min) at start %s, at end %s: anything above ~1 means other work shared the CPUs during the runs.\n", m.LoadStart, m.LoadEnd)
 	}

@@ -72,6 +72,7 @@ type Config struct {
 	Poll      string        // endpoint bench --poll for multipath/gbn ("" = transport default)
 	OutDir    string        // transport.md and transport.png go here (default docs/benchmarks)
 	Command   string        // how the suite was invoked, for the report
+	Source    string        // which source was measured (commit), for the report
 	Logger    *slog.Logger
 	Progress  io.Writer // one line per run; nil discards
 }
@@ -98,8 +99,9 @@ type Figure struct {
 	Mode     bench.Mode
 	Goodput  float64 // median bit/s; 0 with Err
 	Runs     []float64
-	Retrans  int64 // median retransmits (-1 unknown)
-	Err      string
+	Retrans  int64  // median retransmits (-1 unknown)
+	Failed   int    // runs that failed
+	Err      string // the last failure
 }
 
 // Report is a whole suite's outcome.
@@ -322,7 +324,7 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, mode bench.Mode)
 		if strings.Contains(msg, "not available yet") {
 			return nil, fmt.Errorf("%w: %s", ErrUnavailable, lastLine(msg))
 		}
-		return nil, fmt.Errorf("suite: client: %v: %s", err, lastLine(msg))
+		return nil, fmt.Errorf("suite: client: %v: %s (server: %s)", err, lastLine(msg), lastLine(serr.String()))
 	}
 	select {
 	case err := <-srvDone:
@@ -369,6 +371,7 @@ func figures(cfg *Config, runs []Run) []Figure {
 					seen = true
 					if r.Result == nil {
 						fg.Err = r.Error
+						fg.Failed++
 						continue
 					}
 					fg.Runs = append(fg.Runs, r.Result.GoodputBps)

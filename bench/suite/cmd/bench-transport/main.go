@@ -76,6 +76,7 @@ func run() int {
 	if cmd := os.Getenv("BENCH_TRANSPORT_COMMAND"); cmd != "" {
 		cfg.Command = cmd
 	}
+	cfg.Source = os.Getenv("BENCH_TRANSPORT_SOURCE")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
