@@ -57,12 +57,8 @@ type PlaneConfig struct {
 	Seed int64
 }
 
-var (
-	// ErrConfig is wrapped by every configuration error.
-	ErrConfig = errors.New("userspace: invalid config")
-	// ErrClosed is returned when using a closed fabric.
-	ErrClosed = errors.New("userspace: fabric closed")
-)
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("userspace: invalid config")
 
 func (c *Config) withDefaults() (Config, error) {
 	out := *c
