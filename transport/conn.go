@@ -78,6 +78,7 @@ type Conn struct {
 	grant       protocol.Rate
 	connPacer   *congestion.Pacer
 	curAvoid    int
+	stallStreak int // consecutive all-path timeouts treated as a stall
 	now         time.Time
 	out         []outBatch
 

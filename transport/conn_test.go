@@ -266,3 +266,21 @@ func TestRateGrantIsSharedAmongActiveSenders(t *testing.T) {
 		t.Fatalf("aggregate %.1f MB/s for a budget of %.1f MB/s", rate/1e6, budget/1e6)
 	}
 }
+
+func TestIdleConnectionSurvivesPlaneLoss(t *testing.T) {
+	fp := startFabric(t, planesOf(4, userspace.PlaneConfig{RateBps: 20e6}), Config{PeerTimeout: 400 * time.Millisecond, PollMode: PollBlocking})
+	ctx := testenv.Context(t)
+	for p := 1; p < 4; p++ {
+		fp.f.SetUp(p, false)
+	}
+	// Idle for three peer timeouts: keepalives on the one live plane keep
+	// both ends up.
+	deadline := time.Now().Add(1200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if fp.ca.Err() != nil || fp.cb.Err() != nil {
+			t.Fatalf("idle connection failed: %v / %v", fp.ca.Err(), fp.cb.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	transfer(t, ctx, fp.ca, fp.cb, 5, 20000, 1)
+}

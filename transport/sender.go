@@ -333,6 +333,9 @@ func (c *Conn) onAck(now time.Time, a *wire.Ack) {
 		c.curAvoid = p.idx
 		acked, lost := p.sent.OnAck(now, blk, a.AckDelay, c.hooks())
 		c.curAvoid = -1
+		if acked > 0 {
+			c.stallStreak = 0
+		}
 		if p.idx < 0 {
 			continue
 		}
@@ -419,25 +422,34 @@ func (c *Conn) onTimers(now time.Time) {
 		}
 	}
 	// A stall of this process or of the peer makes every path with data in
-	// flight time out at once; a failed path times out while others make
-	// progress. When several paths are due and none with data in flight
-	// is healthy, the timers only back off: resending and retiring would
-	// punish healthy paths for a scheduling stall (a peer that is really
-	// gone is caught by PeerTimeout).
+	// flight time out at once, with nothing heard from the peer meanwhile;
+	// a failed path times out while the peer is heard on others. In the
+	// first case the timers only back off (twice at most): resending and
+	// retiring would punish healthy paths for a scheduling stall, and a
+	// peer that is really gone is caught by PeerTimeout.
 	stall := false
-	if c.mode == ModeMultipath {
+	if c.mode == ModeMultipath && c.stallStreak < 2 {
 		due, healthy := 0, 0
+		quiet := true
 		for _, p := range c.paths {
 			if p.sent.BytesInFlight() == 0 {
 				continue
 			}
-			if d := p.sent.RTODeadline(); !now.Before(d) {
-				due++
-			} else {
+			d := p.sent.RTODeadline()
+			if now.Before(d) {
 				healthy++
+				continue
+			}
+			due++
+			// Heard from the peer within this path's timeout: not a stall.
+			if now.Sub(c.lastRecv) < p.rtt.RTO() {
+				quiet = false
 			}
 		}
-		stall = due > 1 && healthy == 0
+		stall = due > 1 && healthy == 0 && quiet
+	}
+	if stall {
+		c.stallStreak++
 	}
 	for _, p := range c.paths {
 		if p.sent.BytesInFlight() == 0 {
@@ -457,14 +469,21 @@ func (c *Conn) onTimers(now time.Time) {
 		if p.sent.OnLossTimer(now, c.hooks()) > 0 && p.idx >= 0 {
 			c.sel.OnLoss(p.idx, now, p.rtt.Smoothed())
 		}
-		if p.sent.OnTimeout(now, c.hooks()) > 0 && p.idx >= 0 {
-			c.sel.OnTimeout(p.idx, now)
+		if p.sent.OnTimeout(now, c.hooks()) > 0 {
+			c.stallStreak = 0
+			if p.idx >= 0 {
+				c.sel.OnTimeout(p.idx, now)
+			}
 		}
 		c.curAvoid = -1
 	}
 	if now.Sub(c.lastSend) > c.cfg.PeerTimeout/4 {
-		if ob := c.buildKeepalive(); ob.batch != nil {
-			c.out = append(c.out, ob)
+		// On every plane: a keepalive must get through while planes are
+		// down, and each plane's path to the peer stays known to be alive.
+		for range c.peerAddrs {
+			if ob := c.buildKeepalive(); ob.batch != nil {
+				c.out = append(c.out, ob)
+			}
 		}
 		c.lastSend = now
 	}
