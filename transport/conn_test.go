@@ -284,3 +284,21 @@ func TestIdleConnectionSurvivesPlaneLoss(t *testing.T) {
 	}
 	transfer(t, ctx, fp.ca, fp.cb, 5, 20000, 1)
 }
+
+func TestLossyPathIsUsedLess(t *testing.T) {
+	planes := planesOf(4, userspace.PlaneConfig{RateBps: 40e6})
+	planes[0].Loss = 0.2
+	fp := startFabric(t, planes, Config{PollMode: PollBlocking})
+	ctx := testenv.Context(t)
+	transfer(t, ctx, fp.ca, fp.cb, 80, 48<<10, 8)
+	st := fp.ca.Stats()
+	var others uint64
+	for _, p := range st.Planes[1:] {
+		others += p.PacketsSent
+	}
+	share := float64(st.Planes[0].PacketsSent) / float64(others/3)
+	t.Logf("plane 0 (20%% loss) sent %.2f of a clean plane's packets; retransmits %d", share, st.Retransmits)
+	if share > 0.9 {
+		t.Fatalf("the lossy plane carried %.2f of a clean plane's load", share)
+	}
+}

@@ -16,7 +16,9 @@ type DelayAIMDConfig struct {
 	// that counts as congestion.
 	TargetQueueDelay time.Duration
 	// LossBurst is the fraction of a round's packets lost above which loss
-	// counts as congestion even without delay (tail drops).
+	// counts as congestion even without delay (tail drops, or a path much
+	// lossier than random loss: it then carries less). At least 3 losses
+	// in the round are needed too, so 1% random loss never trips it.
 	LossBurst float64
 }
 
@@ -28,7 +30,7 @@ func DefaultDelayAIMDConfig(mss protocol.ByteCount) DelayAIMDConfig {
 		MinWindow:        2 * mss,
 		MaxWindow:        32 << 20,
 		TargetQueueDelay: 1 * time.Millisecond,
-		LossBurst:        0.2,
+		LossBurst:        0.1,
 	}
 }
 
