@@ -46,13 +46,15 @@ func DefaultConvergenceConfig() ConvergenceConfig {
 // Convergence is one measured event.
 type Convergence struct {
 	Latency     Quantiles     // trigger → each agent applied a document reflecting it
-	Detect      time.Duration // trigger → plane state change on the API stream (telemetry events)
+	Detect      time.Duration // trigger → fabricd's health engine changed the plane's state (its event's timestamp)
 	Published   time.Duration // trigger → the generation agents end on is announced in etcd
 	Delivery    Quantiles     // that announcement → each agent applied
 	Writes      float64       // etcd documents written (generation keys included)
 	Bytes       float64
 	Generations float64
 	CPU         float64 // fabricd CPU seconds over the event
+	ComputeSec  float64 // fabricd time computing policy, summed over the generations
+	WriteSec    float64 // fabricd time writing to etcd, summed
 	Missing     int     // agents that did not converge in time
 }
 
@@ -222,6 +224,8 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 		w0, _ := metric(ctx, fd, "multiplane_policy_etcd_writes_total")
 		b0, _ := metric(ctx, fd, "multiplane_policy_etcd_written_bytes_total")
 		p0, _ := metric(ctx, fd, "multiplane_policy_publications_total")
+		cs0, _ := metric(ctx, fd, "multiplane_policy_compute_duration_seconds_sum")
+		ws0, _ := metric(ctx, fd, "multiplane_policy_publish_duration_seconds_sum")
 		cpu0, _ := cpuSeconds(fd.Pid())
 		times, missing := rec.wait(ctx, names, cfg.Timeout, ok)
 		cpu1, _ := cpuSeconds(fd.Pid())
@@ -232,7 +236,7 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 		}
 		c.Latency = quantiles(lat)
 		if detectPlane != "" {
-			if at := findEvent(events, detectPlane, detectTo); !at.IsZero() {
+			if at := findEvent(events, detectPlane, detectTo); !at.IsZero() { // fabricd's own timestamp
 				c.Detect = at.Sub(trigger)
 			}
 		}
@@ -254,7 +258,10 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 		w1, _ := metric(ctx, fd, "multiplane_policy_etcd_writes_total")
 		b1, _ := metric(ctx, fd, "multiplane_policy_etcd_written_bytes_total")
 		p1, _ := metric(ctx, fd, "multiplane_policy_publications_total")
+		cs1, _ := metric(ctx, fd, "multiplane_policy_compute_duration_seconds_sum")
+		ws1, _ := metric(ctx, fd, "multiplane_policy_publish_duration_seconds_sum")
 		c.Writes, c.Bytes, c.Generations, c.CPU = w1-w0, b1-b0, p1-p0, cpu1-cpu0
+		c.ComputeSec, c.WriteSec = cs1-cs0, ws1-ws0
 		return c
 	}
 	has := func(plane string) func(appliedDoc) bool {
@@ -340,7 +347,7 @@ func findEvent(ch <-chan sseEvent, plane, to string) time.Time {
 		select {
 		case e := <-ch:
 			if e.SubjectKind == "plane" && e.Subject == plane && e.To == to {
-				return e.At
+				return e.Stamped
 			}
 		case <-deadline:
 			return time.Time{}

@@ -84,9 +84,10 @@ func sumMetric(r io.Reader, name string) (float64, error) {
 	return total, sc.Err()
 }
 
-// sse reads server-sent events of kind state_change from fabricd's stream.
+// sseEvent is a state change read from fabricd's stream.
 type sseEvent struct {
-	At                             time.Time // arrival
+	At                             time.Time // arrival at the benchmark
+	Stamped                        time.Time // when fabricd's health engine made the change
 	SubjectKind, Subject, From, To string
 }
 
@@ -114,13 +115,14 @@ func streamEvents(ctx context.Context, fd *fabricdproc.Proc) (<-chan sseEvent, e
 			case strings.HasPrefix(line, "data: ") && event == "state_change":
 				now := time.Now()
 				var e struct {
+					At          time.Time
 					SubjectKind string `json:"subject_kind"`
 					Subject     string
 					From, To    string
 				}
 				if jsonUnmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e) == nil {
 					select {
-					case out <- sseEvent{At: now, SubjectKind: e.SubjectKind, Subject: e.Subject, From: e.From, To: e.To}:
+					case out <- sseEvent{At: now, Stamped: e.At, SubjectKind: e.SubjectKind, Subject: e.Subject, From: e.From, To: e.To}:
 					case <-ctx.Done():
 						return
 					}

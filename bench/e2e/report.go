@@ -46,9 +46,9 @@ func WriteTelemetryMarkdown(w io.Writer, r *TelemetryResult, command string) {
 }
 
 func convRow(w io.Writer, name string, c Convergence) {
-	fmt.Fprintf(w, "| %s | %.0f / %.0f / %.0f ms | %s | %s | %.0f / %.0f ms | %.0f | %.0f | %.1f KiB | %.2f s | %d |\n",
+	fmt.Fprintf(w, "| %s | %.0f / %.0f / %.0f ms | %s | %s | %.0f / %.0f ms | %.0f ms | %.0f ms | %.0f | %.0f | %.1f KiB | %.2f s | %d |\n",
 		name, ms(c.Latency.P50), ms(c.Latency.P99), ms(c.Latency.Max), optMs(c.Detect), optMs(c.Published),
-		ms(c.Delivery.P50), ms(c.Delivery.P99), c.Generations, c.Writes, c.Bytes/1024, c.CPU, c.Missing)
+		ms(c.Delivery.P50), ms(c.Delivery.P99), c.ComputeSec*1000, c.WriteSec*1000, c.Generations, c.Writes, c.Bytes/1024, c.CPU, c.Missing)
 }
 
 func optMs(d time.Duration) string {
@@ -72,10 +72,11 @@ func WriteConvergenceMarkdown(w io.Writer, r *ConvergenceResult, command string)
 	fmt.Fprintf(w, "- Agents: %.1f KiB heap and %.1f goroutines each; all %d applied their first generation %.1f s after starting.\n\n",
 		r.AgentHeapBytes/1024, r.AgentGoroutines, c.Endpoints, r.Initial.Seconds())
 	fmt.Fprintf(w, "Latency is from the trigger (first port set DOWN at the switches, or the drain request sent) to each agent applying a document that reflects it. "+
-		"Breakdown: *detect* = trigger → plane state change on fabricd's event stream; *published* = trigger → the generation the agents end on is announced "+
-		"in etcd (detection, computation, debounce, etcd writes); *delivery+apply* = that announcement → each agent applied.\n\n")
-	fmt.Fprintf(w, "| event | latency p50 / p99 / max | detect | published | delivery+apply p50 / p99 | generations | etcd writes | bytes written | fabricd CPU | agents missing |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
+		"Breakdown: *detect* = trigger → fabricd's health engine changed the plane's state (the event's own timestamp; same clock); *published* = trigger → the generation the agents end on is announced "+
+		"in etcd (detection, computation, debounce, etcd writes); *delivery+apply* = that announcement → each agent applied; *compute* and *etcd write* are "+
+		"fabricd's own time computing the policy and writing it, summed over the generations it published for the event.\n\n")
+	fmt.Fprintf(w, "| event | latency p50 / p99 / max | detect | published | delivery+apply p50 / p99 | compute | etcd write | generations | etcd writes | bytes written | fabricd CPU | agents missing |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	convRow(w, fmt.Sprintf("plane p0 down (all %d ports DOWN via gNMI; injection took %.0f ms)", c.Endpoints, ms(r.Injection)), r.PlaneDown)
 	convRow(w, "plane p0 back up (after the 1 s up-hold)", r.PlaneUp)
 	if len(r.Drains) > 0 {
