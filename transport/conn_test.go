@@ -298,7 +298,7 @@ func TestLossyPathIsUsedLess(t *testing.T) {
 	}
 	share := float64(st.Planes[0].PacketsSent) / float64(others/3)
 	t.Logf("plane 0 (20%% loss) sent %.2f of a clean plane's packets; retransmits %d", share, st.Retransmits)
-	if share > 0.9 {
+	if share > 0.75 {
 		t.Fatalf("the lossy plane carried %.2f of a clean plane's load", share)
 	}
 }

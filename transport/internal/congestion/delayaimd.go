@@ -15,10 +15,10 @@ type DelayAIMDConfig struct {
 	// TargetQueueDelay is the queueing delay above the path's minimum RTT
 	// that counts as congestion.
 	TargetQueueDelay time.Duration
-	// LossBurst is the fraction of a round's packets lost above which loss
-	// counts as congestion even without delay (tail drops, or a path much
-	// lossier than random loss: it then carries less). At least 3 losses
-	// in the round are needed too, so 1% random loss never trips it.
+	// LossBurst is the fraction of packets lost, in one round (with at
+	// least 3 losses) or smoothed over rounds, above which loss counts as
+	// congestion even without delay: tail drops, or a path much lossier
+	// than the rest, which then carries less. 1% random loss never trips it.
 	LossBurst float64
 }
 
@@ -49,6 +49,7 @@ type DelayAIMD struct {
 	roundEnd  time.Time
 	roundAck  int
 	roundLoss int
+	lossRate  float64
 	// window before the last timeout, restored if it proves spurious
 	preRTOCwnd, preRTOSsthresh protocol.ByteCount
 }
@@ -83,9 +84,16 @@ func (c *DelayAIMD) newRound(now time.Time) {
 	if now.Before(c.roundEnd) {
 		return
 	}
+	if n := c.roundAck + c.roundLoss; n > 0 {
+		// Loss rate over the last rounds (EWMA, 1/8 per round).
+		c.lossRate += (float64(c.roundLoss)/float64(n) - c.lossRate) / 8
+	}
 	c.roundEnd = now.Add(c.rtt.Smoothed())
 	c.roundAck, c.roundLoss = 0, 0
 }
+
+// LossRate returns the path's smoothed loss rate.
+func (c *DelayAIMD) LossRate() float64 { return c.lossRate }
 
 func (c *DelayAIMD) canCut(now time.Time) bool {
 	return now.Sub(c.lastCut) >= c.rtt.Smoothed()
@@ -145,6 +153,11 @@ func (c *DelayAIMD) OnPacketLost(now time.Time, lost, priorInFlight protocol.Byt
 	congested := c.rtt.HasSample() && c.rtt.RoundMin() > c.target()+c.cfg.TargetQueueDelay
 	n := c.roundAck + c.roundLoss
 	if c.roundLoss >= 3 && float64(c.roundLoss) > c.cfg.LossBurst*float64(n) {
+		congested = true
+	}
+	// A path that keeps losing more than LossBurst over several rounds is
+	// worse than the others whatever the cause: it carries less.
+	if c.lossRate > c.cfg.LossBurst {
 		congested = true
 	}
 	if congested && c.canCut(now) {
