@@ -109,9 +109,9 @@ const (
 )
 
 // moderationTrigger: datagrams trickling in one or two at a time less
-// than this apart mark a port as busy enough to moderate wake-ups (at
-// 200 Mbit/s a 1500-byte frame arrives every 60µs).
-const moderationTrigger = 100 * time.Microsecond
+// than this apart mark a port as busy enough to moderate wake-ups (a
+// 1500-byte frame arrives every 120µs at 100 Mbit/s, every 60µs at 200).
+const moderationTrigger = 250 * time.Microsecond
 
 // ErrClosed is returned by operations on a closed Port.
 var ErrClosed = errors.New("ioengine: port closed")
@@ -130,7 +130,7 @@ type Config struct {
 	SpinDuration time.Duration
 	// Moderation is the adaptive loop's wake-up moderation when it has no
 	// spin slot: when datagrams trickle in one or two per wake-up less than
-	// 100µs apart (a busy, paced port), the loop sleeps Moderation before
+	// 250µs apart (a busy, paced port), the loop sleeps Moderation before
 	// the next read so they arrive in batches instead of one wake-up each
 	// (default 500µs; Go timers round it up to about 1 ms). Negative
 	// disables it.
