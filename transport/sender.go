@@ -342,7 +342,7 @@ func (c *Conn) onAck(now time.Time, a *wire.Ack) {
 		if acked > 0 {
 			c.sel.OnAck(p.idx)
 		}
-		ecn := p.sent.Stats().ECNMarks
+		ecn := p.sent.ECNMarks()
 		switch {
 		case ecn != p.lastECN || lost > 1:
 			p.lastECN = ecn

@@ -387,6 +387,9 @@ func (p *SentPath) AbandonAll(h Handler) {
 	}
 }
 
+// ECNMarks returns the CE marks echoed so far.
+func (p *SentPath) ECNMarks() uint64 { return p.stats.ECNMarks }
+
 // Stats returns the path's counters.
 func (p *SentPath) Stats() PathStats {
 	s := p.stats
