@@ -489,8 +489,14 @@ func (e *Engine) settle(touched map[*linkHealth]struct{}, now time.Time, events 
 		lh.state, lh.reason = st, why
 		count(lh, 1)
 		changedSw[lh.sw] = struct{}{}
-		if from, ok := changedPl[lh.plane]; !ok || lh.pendingFrom.Before(from) {
-			changedPl[lh.plane] = lh.pendingFrom
+		// Detection latency is timed from the oper-status change that took
+		// a link down; recoveries wait out hold times by design.
+		from, ok := changedPl[lh.plane]
+		if st == LinkDown && !lh.pendingFrom.IsZero() && (from.IsZero() || lh.pendingFrom.Before(from)) {
+			from = lh.pendingFrom
+		}
+		if !ok || !from.IsZero() {
+			changedPl[lh.plane] = from
 		}
 	}
 	for sh := range changedSw {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -175,4 +176,50 @@ func startSystem(ctx context.Context, fc gnmisim.FleetConfig, fabricdBin, workDi
 		return nil, err
 	}
 	return s, nil
+}
+
+// histogramQuantile estimates a quantile of a Prometheus histogram from
+// fabricd's /metrics, interpolating linearly inside the bucket.
+func histogramQuantile(ctx context.Context, fd *fabricdproc.Proc, name string, q float64) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", fd.URL()+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	type bucket struct{ le, n float64 }
+	var buckets []bucket
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name+`_bucket{le="`)
+		if !ok {
+			continue
+		}
+		leStr, val, _ := strings.Cut(rest, `"} `)
+		le, err1 := strconv.ParseFloat(leStr, 64)
+		n, err2 := strconv.ParseFloat(val, 64)
+		if leStr == "+Inf" {
+			le, err1 = math.Inf(1), nil
+		}
+		if err1 == nil && err2 == nil {
+			buckets = append(buckets, bucket{le, n})
+		}
+	}
+	if len(buckets) == 0 || buckets[len(buckets)-1].n == 0 {
+		return 0, fmt.Errorf("histogram %s is empty", name)
+	}
+	rank := q * buckets[len(buckets)-1].n
+	prevLe, prevN := 0.0, 0.0
+	for _, b := range buckets {
+		if b.n >= rank {
+			if math.IsInf(b.le, 1) {
+				return prevLe, nil
+			}
+			return prevLe + (b.le-prevLe)*(rank-prevN)/math.Max(b.n-prevN, 1), nil
+		}
+		prevLe, prevN = b.le, b.n
+	}
+	return prevLe, nil
 }

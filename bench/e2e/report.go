@@ -28,6 +28,8 @@ func WriteTelemetryMarkdown(w io.Writer, r *TelemetryResult, command string) {
 	fmt.Fprintf(w, "| figure | measured | target |\n|---|---|---|\n")
 	fmt.Fprintf(w, "| detection: port DOWN at the switch → plane state change on the API stream, p50 / p99 / max over %d failures | %.1f / %.1f / %.1f ms | p99 ≤ 200 ms |\n",
 		r.Detect.N, ms(r.Detect.P50), ms(r.Detect.P99), ms(r.Detect.Max))
+	fmt.Fprintf(w, "| the same inside fabricd (its detection histogram: oper-status timestamp at the switch → plane state change), p50 / p99 | %.1f / %.1f ms | |\n",
+		ms(r.InternalP50), ms(r.InternalP99))
 	fmt.Fprintf(w, "| failures not seen within 5 s | %d | 0 |\n", r.Missed)
 	fmt.Fprintf(w, "| restore: port UP → plane healthy, p50 / p99 (includes the %v up-hold) | %.1f / %.1f ms | after the hold time |\n",
 		c.UpHold, ms(r.Restore.P50), ms(r.Restore.P99))

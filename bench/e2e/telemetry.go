@@ -33,17 +33,20 @@ func DefaultTelemetryConfig() TelemetryConfig {
 
 // TelemetryResult are the measured figures.
 type TelemetryResult struct {
-	Config             TelemetryConfig
-	Detect             Quantiles // port DOWN at the switch → plane state change seen on the API stream
-	Restore            Quantiles // port UP → plane healthy again (includes UpHold)
-	Missed             int       // failures with no plane change within 5 s
-	UpdatesPerSec      float64   // leaf updates fabricd took in, steady state
-	CPUCores           float64   // fabricd's CPU use in the same window
-	UpdatesPerCPUSec   float64
-	RSSStart, RSSEnd   int64 // fabricd resident memory at the start and end of the soak
-	HeapStart, HeapEnd float64
-	RSSSamples         []int64
-	FalseDowns         int // links that went down without an injected failure
+	Config  TelemetryConfig
+	Detect  Quantiles // port DOWN at the switch → plane state change seen on the API stream
+	Restore Quantiles // port UP → plane healthy again (includes UpHold)
+	Missed  int       // failures with no plane change within 5 s
+	// InternalP50 and InternalP99 are from fabricd's own detection
+	// histogram: oper-status timestamp at the switch → plane state change.
+	InternalP50, InternalP99 time.Duration
+	UpdatesPerSec            float64 // leaf updates fabricd took in, steady state
+	CPUCores                 float64 // fabricd's CPU use in the same window
+	UpdatesPerCPUSec         float64
+	RSSStart, RSSEnd         int64 // fabricd resident memory at the start and end of the soak
+	HeapStart, HeapEnd       float64
+	RSSSamples               []int64
+	FalseDowns               int // links that went down without an injected failure
 }
 
 // RunTelemetry runs the fleet, fabricd, the failures, the ingest window and
@@ -104,6 +107,12 @@ func RunTelemetry(ctx context.Context, cfg TelemetryConfig, logger *slog.Logger)
 		}
 	}
 	res.Detect, res.Restore = quantiles(detect), quantiles(restore)
+	if v, err := histogramQuantile(ctx, fd, "multiplane_planes_detection_latency_seconds", 0.5); err == nil {
+		res.InternalP50 = time.Duration(v * float64(time.Second))
+	}
+	if v, err := histogramQuantile(ctx, fd, "multiplane_planes_detection_latency_seconds", 0.99); err == nil {
+		res.InternalP99 = time.Duration(v * float64(time.Second))
+	}
 	logger.Info("failures done", "detect_p50", res.Detect.P50, "detect_p99", res.Detect.P99, "missed", res.Missed)
 
 	// Ingest, steady state.
