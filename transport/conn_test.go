@@ -302,3 +302,40 @@ func TestLossyPathIsUsedLess(t *testing.T) {
 		t.Fatalf("the lossy plane carried %.2f of a clean plane's load", share)
 	}
 }
+
+// TestSetRatesAtRuntime caps a running connection's egress, then one
+// plane, through SetRates, as the agent does with a rate policy.
+func TestSetRatesAtRuntime(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(2)})
+	b := listenT(t, Config{Local: loopbackAddrs(2)})
+	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+
+	const egress = 5e6 // bytes/s
+	if err := a.SetRates(egress, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	el := transfer(t, ctx, ca, cb, 20, 100000, 4) // 2 MB
+	if rate := float64(2e6) / el.Seconds(); rate > 1.3*egress {
+		t.Fatalf("egress %.1f MB/s over the %.1f MB/s cap", rate/1e6, egress/1e6)
+	}
+
+	// Plane 1 capped hard, the connection uncapped: plane 1 carries little.
+	const planeCap = 200e3
+	if err := a.SetRates(0, 0, []Rate{0, planeCap}); err != nil {
+		t.Fatal(err)
+	}
+	before := ca.Stats().Planes
+	el = transfer(t, ctx, ca, cb, 40, 100000, 4) // 4 MB
+	after := ca.Stats().Planes
+	p0 := float64(after[0].BytesSent - before[0].BytesSent)
+	p1 := float64(after[1].BytesSent - before[1].BytesSent)
+	t.Logf("plane 0 %.1f MB, plane 1 %.2f MB in %v", p0/1e6, p1/1e6, el.Round(time.Millisecond))
+	// Within the cap over the transfer, plus the pacer's initial burst.
+	if limit := planeCap*el.Seconds() + 128e3; p1 > limit || p1 > 0.1*(p0+p1) {
+		t.Fatalf("plane 1 sent %.0f B of %.0f B; its cap allows about %.0f B", p1, p0+p1, limit)
+	}
+	if err := a.SetRates(0, 0, []Rate{0, 0, 0}); err == nil {
+		t.Fatal("SetRates accepted caps for planes the transport does not have")
+	}
+}

@@ -160,7 +160,7 @@ func (c *Conn) maxData() protocol.ByteCount {
 // rateGrant is this sender's share of the ingress budget: an equal share
 // among the connections that sent data recently.
 func (c *Conn) rateGrant() protocol.Rate {
-	b := c.cfg.IngressBudget
+	b := protocol.Rate(c.t.ingressBudget.Load())
 	if b == 0 {
 		return 0
 	}

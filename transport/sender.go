@@ -106,13 +106,24 @@ func (c *Conn) eligible(i int) bool {
 		return false
 	}
 	rate := p.sent.CC.PacingRate()
+	if cap := c.t.planeCap(p.plane); cap > 0 {
+		n := 0
+		for _, q := range c.active {
+			if q.plane == p.plane {
+				n++
+			}
+		}
+		if share := cap / protocol.Rate(max(n, 1)); rate == 0 || share < rate {
+			rate = share
+		}
+	}
 	p.pacer.Burst = max(4*c.dgram, rate.BytesIn(pacingBurst))
 	return p.pacer.Budget(c.now, rate) >= c.dgram || p.sent.BytesInFlight() == 0
 }
 
 func (c *Conn) sendRate() protocol.Rate {
 	r := c.grant
-	if cap := c.cfg.EgressCap; cap > 0 && (r == 0 || cap < r) {
+	if cap := protocol.Rate(c.t.egressCap.Load()); cap > 0 && (r == 0 || cap < r) {
 		r = cap
 	}
 	return r

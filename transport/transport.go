@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,11 @@ type Transport struct {
 	sendersAt atomic.Int64
 	garbage   atomic.Uint64
 	unknown   atomic.Uint64
+
+	// Rates, changed at runtime by SetRates (0: unlimited).
+	egressCap     atomic.Uint64
+	ingressBudget atomic.Uint64
+	planeCaps     atomic.Pointer[[]Rate]
 }
 
 // peerKey names an accepted connection by the dialer's connection id (a
@@ -71,6 +77,8 @@ func Listen(cfg Config) (*Transport, error) {
 		pathSet: clonePathSet(*cfg.PathSet),
 		acceptQ: make(chan *Conn, cfg.AcceptBacklog),
 	}
+	t.egressCap.Store(uint64(cfg.EgressCap))
+	t.ingressBudget.Store(uint64(cfg.IngressBudget))
 	for i, a := range cfg.Local {
 		port, err := ioengine.Listen(a, t.ioConfig())
 		if err != nil {
@@ -489,6 +497,30 @@ func (t *Transport) closePorts() {
 		}
 		pl.mu.Unlock()
 	}
+}
+
+// SetRates changes, at runtime, each connection's egress cap, the ingress
+// budget this endpoint grants its senders from, and per-plane send caps
+// (indexed by plane, shared by the plane's paths of each connection). Zero
+// means unlimited; planeCaps may be shorter than the planes.
+func (t *Transport) SetRates(egressCap, ingressBudget Rate, planeCaps []Rate) error {
+	if len(planeCaps) > len(t.planes) {
+		return fmt.Errorf("transport: %d plane caps for %d planes", len(planeCaps), len(t.planes))
+	}
+	caps := slices.Clone(planeCaps)
+	t.egressCap.Store(uint64(egressCap))
+	t.ingressBudget.Store(uint64(ingressBudget))
+	t.planeCaps.Store(&caps)
+	return nil
+}
+
+// planeCap is the send cap of a plane (0: none).
+func (t *Transport) planeCap(plane int) Rate {
+	caps := t.planeCaps.Load()
+	if caps == nil || plane >= len(*caps) {
+		return 0
+	}
+	return (*caps)[plane]
 }
 
 // PlaneStats are I/O counters of one local plane.
