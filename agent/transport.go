@@ -2,21 +2,11 @@ package agent
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/transport"
 )
-
-// RateSetter is what the transport needs to enforce a rate policy at
-// runtime: an egress cap per connection, the ingress budget its receiver
-// grants from, and per-plane caps indexed by plane (0: unlimited). When the
-// transport implements it, TransportApplier uses it.
-type RateSetter interface {
-	SetRates(egressCap, ingressBudget transport.Rate, planeCaps []transport.Rate) error
-}
 
 // TransportApplier applies documents to a running *transport.Transport.
 type TransportApplier struct {
@@ -52,9 +42,8 @@ func bpsToRate(bps int64) transport.Rate {
 	return transport.Rate(bps / 8)
 }
 
-// Apply sets the path set, then the rates if the transport can take them
-// at runtime; otherwise a rate policy that limits anything is reported
-// with ErrNotEnforced.
+// Apply sets the path set, then the rate policy (egress cap, ingress
+// budget, per-plane caps), both at runtime.
 func (a *TransportApplier) Apply(doc policy.EndpointDoc) error {
 	if err := a.t.SetPathSet(PathSetFor(doc)); err != nil {
 		return err
@@ -86,30 +75,7 @@ func (a *TransportApplier) Apply(doc policy.EndpointDoc) error {
 		}
 		caps[i] = bpsToRate(c)
 	}
-	if rs, ok := any(a.t).(RateSetter); ok {
-		return rs.SetRates(bpsToRate(r.EgressBps), bpsToRate(r.IngressBps), caps)
-	}
-	var missing []string
-	if r.EgressBps > 0 {
-		missing = append(missing, fmt.Sprintf("egress cap %d bps", r.EgressBps))
-	}
-	if r.IngressBps > 0 {
-		missing = append(missing, fmt.Sprintf("ingress budget %d bps", r.IngressBps))
-	}
-	var capped []string
-	for name, c := range r.PlaneCaps {
-		if c > 0 {
-			capped = append(capped, fmt.Sprintf("%s=%d", name, c))
-		}
-	}
-	if len(capped) > 0 {
-		sort.Strings(capped)
-		missing = append(missing, "plane caps bps "+strings.Join(capped, ","))
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: rate policy %q not applied, the transport has no runtime rate setter: %s", ErrNotEnforced, r.Class, strings.Join(missing, "; "))
-	}
-	return nil
+	return a.t.SetRates(bpsToRate(r.EgressBps), bpsToRate(r.IngressBps), caps)
 }
 
 // Stats returns the transport's per-plane byte counters. Retransmits are
