@@ -125,7 +125,6 @@ type rpath struct {
 	inorder  ackhandler.InOrder
 	listed   bool
 	rxPkts   uint64
-	rxBytes  uint64
 	dupPkts  uint64
 	ceMarked uint64
 }
