@@ -179,7 +179,9 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	var wg sync.WaitGroup
 	closers = append(closers, func() { stopBG(); wg.Wait() })
 	evSub := bus.Subscribe(8192)
-	wg.Go(func() { events.NewWriter(evStore, logger.With("component", "events")).Run(bg, evSub) })
+	evWriter := events.NewWriter(evStore, logger.With("component", "events"))
+	evWriter.Writes = publisher.Recording // replicas see the same transitions; the leader records them
+	wg.Go(func() { evWriter.Run(bg, evSub) })
 	wg.Go(func() { engine.Run(bg, 50*time.Millisecond) })
 	wg.Go(func() { fabric.follow(bg, 30*time.Second) })
 	wg.Go(func() { fabric.listen(bg) })

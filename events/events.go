@@ -131,6 +131,10 @@ type Writer struct {
 	// MaxBatch bounds one append; FlushEvery bounds how long an event waits.
 	MaxBatch   int
 	FlushEvery time.Duration
+	// Writes, if set, says whether this process writes the history now:
+	// fabricd replicas all see the same transitions, and only the policy
+	// leader records them. Events arriving while it is false are dropped.
+	Writes func() bool
 }
 
 // NewWriter returns a writer with default batching.
@@ -173,6 +177,9 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 			if !ok {
 				final()
 				return
+			}
+			if w.Writes != nil && !w.Writes() {
+				continue
 			}
 			pending = append(pending, e)
 			if len(pending) > maxPending {

@@ -87,6 +87,9 @@ type Publisher struct {
 
 	trigger chan struct{}
 	leader  atomic.Bool
+	// recording: this replica was the last leader it knows of (it stays
+	// true while etcd is unreachable, until another leader is seen).
+	recording atomic.Bool
 	// crashAfterTxns, when > 0, makes publish stop dead after that many
 	// transactions, as a leader killed mid-update would (tests only).
 	crashAfterTxns int
@@ -134,6 +137,12 @@ func (p *Publisher) Trigger() {
 // IsLeader reports whether this replica leads now.
 func (p *Publisher) IsLeader() bool { return p.leader.Load() }
 
+// Recording reports whether this replica should record what happens (the
+// event history): true while it leads, and while etcd is unreachable after
+// it led, until it sees another leader. Replicas see the same transitions;
+// this keeps one writer without losing history when etcd is away.
+func (p *Publisher) Recording() bool { return p.recording.Load() }
+
 // Last is the latest publication of this replica.
 func (p *Publisher) Last() Result {
 	p.mu.Lock()
@@ -180,10 +189,14 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 	}
 	defer sess.Close()
 	el := concurrency.NewElection(sess, policy.PrefixLeader)
+	if other, err := Leader(ctx, p.cli); err == nil && other != "" && other != p.cfg.ID {
+		p.recording.Store(false)
+	}
 	if err := el.Campaign(ctx, p.cfg.ID); err != nil {
 		return fmt.Errorf("publish: campaign: %w", err)
 	}
 	p.leader.Store(true)
+	p.recording.Store(true)
 	defer p.leader.Store(false)
 	p.logger.Info("elected policy leader", "id", p.cfg.ID)
 	guard := clientv3.Compare(clientv3.CreateRevision(el.Key()), "=", el.Rev())

@@ -143,6 +143,9 @@ func TestOneLeaderAndTakeover(t *testing.T) {
 	if b.IsLeader() {
 		t.Fatal("two leaders")
 	}
+	if !a.Recording() || b.Recording() {
+		t.Fatalf("recording: leader %v, follower %v; want only the leader", a.Recording(), b.Recording())
+	}
 	select {
 	case r := <-resB:
 		t.Fatalf("follower published %+v", r)
@@ -162,6 +165,9 @@ func TestOneLeaderAndTakeover(t *testing.T) {
 	}
 	if leader, _ := publish.Leader(context.Background(), cliB); leader != "b" || r.Generation != 3 {
 		t.Fatalf("leader %q generation %d", leader, r.Generation)
+	}
+	if !b.Recording() {
+		t.Fatal("the new leader does not record")
 	}
 }
 
