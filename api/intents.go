@@ -261,14 +261,8 @@ func (s *Server) endpointPolicy(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	out := policy.Compute(in, s.deps.PolicyConfig)
-	for _, ep := range out.Endpoints {
-		if ep.Endpoint == c.Param("name") {
-			c.JSON(http.StatusOK, ep)
-			return
-		}
-	}
-	fail(c, fmt.Errorf("%w: endpoint %q", planes.ErrNotFound, c.Param("name")))
+	getByName(c, "endpoint", policy.Compute(in, s.deps.PolicyConfig).Endpoints,
+		func(ep policy.EndpointPolicy) string { return ep.Endpoint }, func(ep policy.EndpointPolicy) any { return ep })
 }
 
 func (s *Server) endpointStatus(c *gin.Context) {

@@ -136,17 +136,21 @@ func (s *Server) listPlanes(c *gin.Context) {
 }
 
 func (s *Server) getPlane(c *gin.Context) {
-	snap, ok := s.snapshot(c)
-	if !ok {
-		return
+	if snap, ok := s.snapshot(c); ok {
+		getByName(c, "plane", snap.Topology.PlaneSummaries(snap.Links, s.deps.Health),
+			func(p planes.PlaneSummary) string { return p.Name }, func(p planes.PlaneSummary) any { return p })
 	}
-	for _, p := range snap.Topology.PlaneSummaries(snap.Links, s.deps.Health) {
-		if p.Name == c.Param("name") {
-			c.JSON(http.StatusOK, p)
+}
+
+// getByName writes the item named by the :name parameter, or a 404.
+func getByName[T any](c *gin.Context, kind string, items []T, name func(T) string, view func(T) any) {
+	for _, it := range items {
+		if name(it) == c.Param("name") {
+			c.JSON(http.StatusOK, view(it))
 			return
 		}
 	}
-	fail(c, fmt.Errorf("%w: plane %q", planes.ErrNotFound, c.Param("name")))
+	fail(c, fmt.Errorf("%w: %s %q", planes.ErrNotFound, kind, c.Param("name")))
 }
 
 func (s *Server) listSwitches(c *gin.Context) {
@@ -170,17 +174,10 @@ func (s *Server) listSwitches(c *gin.Context) {
 }
 
 func (s *Server) getSwitch(c *gin.Context) {
-	snap, ok := s.snapshot(c)
-	if !ok {
-		return
+	if snap, ok := s.snapshot(c); ok {
+		getByName(c, "switch", snap.Topology.Switches, func(sw planes.Switch) string { return sw.Name },
+			func(sw planes.Switch) any { return planes.SwitchStatusOf(sw, s.deps.Health) })
 	}
-	for _, sw := range snap.Topology.Switches {
-		if sw.Name == c.Param("name") {
-			c.JSON(http.StatusOK, planes.SwitchStatusOf(sw, s.deps.Health))
-			return
-		}
-	}
-	fail(c, fmt.Errorf("%w: switch %q", planes.ErrNotFound, c.Param("name")))
 }
 
 func (s *Server) listEndpoints(c *gin.Context) {
@@ -196,17 +193,10 @@ func (s *Server) listEndpoints(c *gin.Context) {
 }
 
 func (s *Server) getEndpoint(c *gin.Context) {
-	snap, ok := s.snapshot(c)
-	if !ok {
-		return
+	if snap, ok := s.snapshot(c); ok {
+		getByName(c, "endpoint", snap.Topology.Endpoints, func(e planes.Endpoint) string { return e.Name },
+			func(e planes.Endpoint) any { return e })
 	}
-	for _, e := range snap.Topology.Endpoints {
-		if e.Name == c.Param("name") {
-			c.JSON(http.StatusOK, e)
-			return
-		}
-	}
-	fail(c, fmt.Errorf("%w: endpoint %q", planes.ErrNotFound, c.Param("name")))
 }
 
 func (s *Server) listLinks(c *gin.Context) {

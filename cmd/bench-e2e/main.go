@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -48,13 +49,33 @@ func main() {
 	}
 }
 
+// common are the flags every benchmark has.
+type common struct {
+	logCfg logging.Config
+	out    string
+}
+
+func (c *common) register(fs *flag.FlagSet, fabricdBin, workDir *string) {
+	fs.StringVar(fabricdBin, "fabricd", *fabricdBin, "fabricd binary")
+	fs.StringVar(workDir, "work-dir", os.TempDir(), "where fabricd's data directory is made")
+	c.out = "docs/benchmarks"
+	fs.StringVar(&c.out, "out", c.out, "directory for the report")
+	c.logCfg.RegisterFlags(fs)
+}
+
+// parse parses args and returns the logger.
+func (c *common) parse(fs *flag.FlagSet, args []string) (*slog.Logger, error) {
+	if err := cliconf.Parse(fs, args, "BENCH_E2E"); err != nil {
+		return nil, err
+	}
+	return c.logCfg.New(os.Stderr)
+}
+
 func telemetry(ctx context.Context, args []string) error {
 	cfg := e2e.DefaultTelemetryConfig()
-	var logCfg logging.Config
-	out := "docs/benchmarks"
+	var cm common
 	fs := flag.NewFlagSet("bench-e2e telemetry", flag.ContinueOnError)
-	fs.StringVar(&cfg.FabricdBin, "fabricd", cfg.FabricdBin, "fabricd binary")
-	fs.StringVar(&cfg.WorkDir, "work-dir", os.TempDir(), "where fabricd's data directory is made")
+	cm.register(fs, &cfg.FabricdBin, &cfg.WorkDir)
 	fs.IntVar(&cfg.Switches, "switches", cfg.Switches, "emulated gNMI switches")
 	fs.IntVar(&cfg.Ports, "ports", cfg.Ports, "ports per switch")
 	fs.IntVar(&cfg.Planes, "planes", cfg.Planes, "planes the switches spread over")
@@ -63,12 +84,7 @@ func telemetry(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.UpHold, "up-hold", cfg.UpHold, "fabricd --health-up-hold")
 	fs.DurationVar(&cfg.Ingest, "ingest", cfg.Ingest, "ingest measurement window")
 	fs.DurationVar(&cfg.Soak, "soak", cfg.Soak, "memory soak")
-	fs.StringVar(&out, "out", out, "directory for telemetry.md")
-	logCfg.RegisterFlags(fs)
-	if err := cliconf.Parse(fs, args, "BENCH_E2E"); err != nil {
-		return err
-	}
-	logger, err := logCfg.New(os.Stderr)
+	logger, err := cm.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -76,18 +92,16 @@ func telemetry(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeReport(out, "telemetry.md", func(w io.Writer) {
+	return writeReport(cm.out, "telemetry.md", func(w io.Writer) {
 		e2e.WriteTelemetryMarkdown(w, res, "bench-e2e telemetry "+strings.Join(args, " "))
 	})
 }
 
 func convergence(ctx context.Context, args []string) error {
 	cfg := e2e.DefaultConvergenceConfig()
-	var logCfg logging.Config
-	out := "docs/benchmarks"
+	var cm common
 	fs := flag.NewFlagSet("bench-e2e convergence", flag.ContinueOnError)
-	fs.StringVar(&cfg.FabricdBin, "fabricd", cfg.FabricdBin, "fabricd binary")
-	fs.StringVar(&cfg.WorkDir, "work-dir", os.TempDir(), "where fabricd's data directory is made")
+	cm.register(fs, &cfg.FabricdBin, &cfg.WorkDir)
 	fs.IntVar(&cfg.Endpoints, "endpoints", cfg.Endpoints, "endpoint agents")
 	fs.IntVar(&cfg.Planes, "planes", cfg.Planes, "planes")
 	fs.IntVar(&cfg.PerPlane, "switches-per-plane", cfg.PerPlane, "emulated gNMI switches per plane")
@@ -95,12 +109,7 @@ func convergence(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Sample, "sample", cfg.Sample, "gNMI sample interval")
 	fs.IntVar(&cfg.DrainCycles, "drain-cycles", cfg.DrainCycles, "drain/undrain cycles (two operations a cycle, one a second)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "deadline of each convergence")
-	fs.StringVar(&out, "out", out, "directory for convergence.md")
-	logCfg.RegisterFlags(fs)
-	if err := cliconf.Parse(fs, args, "BENCH_E2E"); err != nil {
-		return err
-	}
-	logger, err := logCfg.New(os.Stderr)
+	logger, err := cm.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -108,7 +117,7 @@ func convergence(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeReport(out, "convergence.md", func(w io.Writer) {
+	return writeReport(cm.out, "convergence.md", func(w io.Writer) {
 		e2e.WriteConvergenceMarkdown(w, res, "bench-e2e convergence "+strings.Join(args, " "))
 	})
 }
