@@ -152,6 +152,8 @@ func TestOpenRoutesAndAuth(t *testing.T) {
 		{"readyz is open", "GET", "/readyz", "", 200, ""},
 		{"metrics are open", "GET", "/metrics", "", 200, ""},
 		{"openapi is open", "GET", "/api/v1/openapi.yaml", "", 200, ""},
+		{"dashboard is open", "GET", "/", "", 200, ""},
+		{"unknown dashboard file", "GET", "/nope.js", "", 404, ""},
 		{"no token", "GET", "/api/v1/planes", "", 401, "unauthenticated"},
 		{"unknown token", "GET", "/api/v1/planes", "mpt_nope", 401, "unauthenticated"},
 		{"viewer reads", "GET", "/api/v1/planes", viewer, 200, ""},

@@ -2,11 +2,13 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/web"
 )
 
 // routes registers every route of the API; openapi.yaml documents each one
@@ -14,7 +16,13 @@ import (
 func (s *Server) routes() {
 	r := s.engine
 	r.Use(s.recovery, s.measure)
+	dashboard := web.Handler()
 	r.NoRoute(func(c *gin.Context) {
+		// Everything outside /api, /healthz, /readyz and /metrics is the dashboard.
+		if c.Request.Method == http.MethodGet && !strings.HasPrefix(c.Request.URL.Path, "/api/") {
+			dashboard.ServeHTTP(c.Writer, c.Request)
+			return
+		}
 		fail(c, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + c.Request.URL.Path})
 	})
 	r.NoMethod(func(c *gin.Context) {

@@ -1,0 +1,102 @@
+// Multiplane dashboard: REST for the lists, /api/v1/stream for live changes.
+"use strict";
+const $ = (id) => document.getElementById(id);
+let token = localStorage.getItem("multiplane.token") || "";
+let streamAbort = null;
+
+function cell(text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) { const s = document.createElement("span"); s.className = "state " + cls; s.textContent = text; td.textContent = ""; td.append(s); }
+  return td;
+}
+const pct = (x) => (100 * (x || 0)).toFixed(1) + "%";
+const gbps = (b) => ((b || 0) / 1e9).toFixed(1) + " Gbit/s";
+
+async function api(path) {
+  const r = await fetch(path, { headers: { Authorization: "Bearer " + token } });
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error ? body.error.message : r.statusText);
+  return body;
+}
+
+function renderPlanes(items) {
+  const tb = $("planes").tBodies[0];
+  tb.replaceChildren(...items.map((p) => {
+    const tr = document.createElement("tr");
+    tr.dataset.plane = p.name;
+    tr.append(cell(p.name), cell(p.state, p.state), cell(`${p.links_up} / ${p.links_degraded} / ${p.links_down}`),
+      cell(`${gbps(p.capacity_bps)} (${pct(p.capacity_ratio)})`), cell(pct(p.utilization)), cell(pct(p.loss_rate)), cell(pct(p.ecn_rate)));
+    return tr;
+  }));
+}
+
+function renderSwitches(items) {
+  $("switches").tBodies[0].replaceChildren(...items.map((s) => {
+    const tr = document.createElement("tr");
+    tr.append(cell(s.name), cell(s.plane), cell(s.state, s.state), cell(s.reachable ? "streaming" : "unreachable", s.reachable ? "up" : "down"),
+      cell(s.last_update ? new Date(s.last_update).toLocaleTimeString() : "–"));
+    return tr;
+  }));
+}
+
+function addEvent(e) {
+  const li = document.createElement("li");
+  li.textContent = `${new Date(e.at).toLocaleTimeString()} ${e.subject_kind} ${e.subject}: ${e.from || "?"} → ${e.to} ${e.reason ? "(" + e.reason + ")" : ""}`;
+  $("events").prepend(li);
+  while ($("events").children.length > 200) $("events").lastChild.remove();
+}
+
+async function refresh() {
+  const [planes, switches, events] = await Promise.all([
+    api("/api/v1/planes"), api("/api/v1/switches?limit=1000"), api("/api/v1/events?limit=50&since=" + new Date(Date.now() - 3600e3).toISOString())]);
+  renderPlanes(planes.items);
+  renderSwitches(switches.items);
+  $("events").replaceChildren();
+  events.items.forEach(addEvent);
+}
+
+// follow reads the server-sent events with fetch (EventSource cannot send a token).
+async function follow() {
+  if (streamAbort) streamAbort.abort();
+  streamAbort = new AbortController();
+  const r = await fetch("/api/v1/stream", { headers: { Authorization: "Bearer " + token }, signal: streamAbort.signal });
+  if (!r.ok) throw new Error("stream: " + r.statusText);
+  $("live").textContent = "live"; $("live").className = "badge on";
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const msg = buf.slice(0, i); buf = buf.slice(i + 2);
+      const ev = /^event: (.*)$/m.exec(msg), data = /^data: (.*)$/m.exec(msg);
+      if (!ev || !data) continue;
+      const d = JSON.parse(data[1]);
+      if (ev[1] === "planes") renderPlanes(d);
+      else if (ev[1] === "state_change") { addEvent(d); if (d.subject_kind !== "link") refresh().catch(show); }
+      else if (ev[1] === "resync") refresh().catch(show);
+    }
+  }
+  throw new Error("stream ended");
+}
+
+function show(err) {
+  $("error").textContent = err ? String(err.message || err) : "";
+  $("live").textContent = "offline"; $("live").className = "badge off";
+}
+
+async function start() {
+  show(null);
+  try { await refresh(); await follow(); } catch (e) { if (e.name !== "AbortError") { show(e); setTimeout(start, 3000); } }
+}
+
+$("login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  token = $("token").value.trim();
+  localStorage.setItem("multiplane.token", token);
+  start();
+});
+if (token) start();

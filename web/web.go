@@ -1,0 +1,30 @@
+// Package web is fabricd's dashboard: a single page, embedded in the binary,
+// served at / by the API server. It asks for an API token (kept in the
+// browser's local storage), lists the planes, switches and recent events
+// through the REST API, and follows /api/v1/stream for live changes.
+//
+//	mux.Handle("/", web.Handler())
+package web
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+)
+
+//go:embed static
+var static embed.FS
+
+// Handler serves the dashboard's files.
+func Handler() http.Handler {
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	files := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; style-src 'self'; script-src 'self'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		files.ServeHTTP(w, r)
+	})
+}
