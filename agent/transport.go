@@ -78,8 +78,7 @@ func (a *TransportApplier) Apply(doc policy.EndpointDoc) error {
 	return a.t.SetRates(bpsToRate(r.EgressBps), bpsToRate(r.IngressBps), caps)
 }
 
-// Stats returns the transport's per-plane byte counters. Retransmits are
-// not counted per plane by the transport yet and are reported as 0.
+// Stats returns the transport's per-plane bytes and retransmits.
 func (a *TransportApplier) Stats() []policy.PathStatus {
 	st := a.t.Stats()
 	a.mu.Lock()
@@ -94,7 +93,7 @@ func (a *TransportApplier) Stats() []policy.PathStatus {
 		if name == "" {
 			name = fmt.Sprintf("%d", p.Plane)
 		}
-		out[i] = policy.PathStatus{Plane: name, TxBytes: p.TxBytes, RxBytes: p.RxBytes}
+		out[i] = policy.PathStatus{Plane: name, TxBytes: p.TxBytes, RxBytes: p.RxBytes, Retransmits: p.Retransmits}
 	}
 	return out
 }

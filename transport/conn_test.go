@@ -339,3 +339,34 @@ func TestSetRatesAtRuntime(t *testing.T) {
 		t.Fatal("SetRates accepted caps for planes the transport does not have")
 	}
 }
+
+// TestTransportStatsCountRetransmitsPerPlane: the per-plane retransmits of
+// the transport add up its connections', and survive their close.
+func TestTransportStatsCountRetransmitsPerPlane(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(2)})
+	b := listenT(t, Config{Local: loopbackAddrs(2)})
+	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+	transfer(t, ctx, ca, cb, 20, 100000, 4)
+	sum := func() (n uint64) {
+		for _, p := range a.Stats().Planes {
+			n += p.Retransmits
+		}
+		return n
+	}
+	var conn uint64
+	for _, p := range ca.Stats().Planes {
+		conn += p.Retransmits
+	}
+	if got := sum(); got != conn {
+		t.Fatalf("transport retransmits %d, connection's %d", got, conn)
+	}
+	ca.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Stats().Connections > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := sum(); got != conn {
+		t.Fatalf("after close transport retransmits %d, want %d", got, conn)
+	}
+}

@@ -38,6 +38,10 @@ type Transport struct {
 	garbage   atomic.Uint64
 	unknown   atomic.Uint64
 
+	// closedRetx are the per-plane retransmits of closed connections, so
+	// Stats' counters never go back (guarded by mu).
+	closedRetx []uint64
+
 	// Rates, changed at runtime by SetRates (0: unlimited).
 	egressCap     atomic.Uint64
 	ingressBudget atomic.Uint64
@@ -77,6 +81,7 @@ func Listen(cfg Config) (*Transport, error) {
 		pathSet: clonePathSet(*cfg.PathSet),
 		acceptQ: make(chan *Conn, cfg.AcceptBacklog),
 	}
+	t.closedRetx = make([]uint64, len(cfg.Local))
 	t.egressCap.Store(uint64(cfg.EgressCap))
 	t.ingressBudget.Store(uint64(cfg.IngressBudget))
 	for i, a := range cfg.Local {
@@ -279,9 +284,15 @@ func (t *Transport) register(c *Conn) error {
 }
 
 func (t *Transport) unregister(c *Conn) {
+	st := c.Stats() // before taking t.mu: Stats takes c.mu
 	t.mu.Lock()
 	if t.conns[c.id] == c {
 		delete(t.conns, c.id)
+		for _, p := range st.Planes {
+			if p.Plane < len(t.closedRetx) {
+				t.closedRetx[p.Plane] += p.Retransmits
+			}
+		}
 	}
 	if c.accepted {
 		k := peerKey{c.peerID}
@@ -533,6 +544,9 @@ type PlaneStats struct {
 	// KernelDrops counts datagrams the kernel dropped for lack of socket
 	// buffer (SO_RXQ_OVFL).
 	KernelDrops uint64
+	// Retransmits counts data packets sent again on the plane, over every
+	// connection (closed ones included).
+	Retransmits uint64
 	// Moderated counts wake-up moderation sleeps of the poll loop.
 	Moderated uint64
 }
@@ -567,6 +581,22 @@ func (t *Transport) Stats() TransportStats {
 		}
 		pl.mu.Unlock()
 		s.Planes = append(s.Planes, ps)
+	}
+	t.mu.RLock()
+	conns := make([]*Conn, 0, len(t.conns))
+	for _, c := range t.conns {
+		conns = append(conns, c)
+	}
+	for i := range s.Planes {
+		s.Planes[i].Retransmits = t.closedRetx[i]
+	}
+	t.mu.RUnlock()
+	for _, c := range conns {
+		for _, p := range c.Stats().Planes {
+			if p.Plane < len(s.Planes) {
+				s.Planes[p.Plane].Retransmits += p.Retransmits
+			}
+		}
 	}
 	return s
 }
