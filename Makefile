@@ -5,7 +5,7 @@ BIN         := bin
 GOFLAGS_TEST ?= -count=1 -timeout 30m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test demo run-fabricd bench-transport bench-telemetry bench-convergence lint deps-demo deps-test fuzz clean bench-transport
+.PHONY: all build test demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence lint deps-demo deps-test fuzz clean bench-transport
 
 all: build
 
@@ -38,9 +38,17 @@ demo: deps-demo build
 run-fabricd: deps-demo build
 	@exec $(BIN)/fabricd --data-dir var --topology examples/topology.yaml
 
-# Transport suite on a network-namespace fabric (root; about 20 minutes).
+# Transport suite on a network-namespace fabric (root; about 17 minutes);
+# BENCH_TRANSPORT_ARGS passes flags (scripts/bench-transport --help).
 bench-transport: deps-test
-	scripts/bench-transport
+	scripts/bench-transport $(BENCH_TRANSPORT_ARGS)
+
+bench-transport-smoke: deps-test
+	scripts/bench-transport --runs 1 --duration 2s --out $${TMPDIR:-/tmp}/bench-transport
+
+# Capacity of the userspace plane relays.
+bench-relay:
+	$(GO) test -run '^$$' -bench Relay -benchtime 3s ./fabricsim/userspace/
 
 # Whole-system benchmarks against the real fabricd; results in docs/benchmarks/.
 bench-telemetry: deps-demo build

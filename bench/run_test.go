@@ -39,7 +39,7 @@ func lo(n int) []netip.Addr {
 
 // pair runs a server and a client in-process over tr and returns both
 // results and errors.
-func pair(t *testing.T, tr Transport, cfg Config) (srv, cli Result, serr, cerr error, out string) {
+func pair(t *testing.T, tr Transport, cfg Config) (srv, cli Result, out string, serr, cerr error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
 	defer cancel()
@@ -67,7 +67,7 @@ func pair(t *testing.T, tr Transport, cfg Config) (srv, cli Result, serr, cerr e
 		t.Fatal(err)
 	}
 	_ = sout
-	return s.r, cli, s.err, cerr, stdout.String() + stderr.String()
+	return s.r, cli, stdout.String() + stderr.String(), s.err, cerr
 }
 
 func TestTCPRunVerifiesEveryMessage(t *testing.T) {
@@ -87,7 +87,7 @@ func TestTCPRunVerifiesEveryMessage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv, cli, serr, cerr, out := pair(t, tr, cfg)
+			srv, cli, out, serr, cerr := pair(t, tr, cfg)
 			if serr != nil || cerr != nil {
 				t.Fatalf("server %v, client %v\n%s", serr, cerr, out)
 			}
@@ -145,7 +145,7 @@ func (c *corruptConn) Send(ctx context.Context, msg []byte) error {
 
 func TestCorruptMessageFailsBothSides(t *testing.T) {
 	cfg := Config{Mode: ModeTCP, Size: 2048, Iterations: 50, Conns: 1, Bind: lo(1), Peer: lo(1), ConnectTimeout: 5 * time.Second}
-	_, cli, serr, cerr, _ := pair(t, &corrupting{Transport: &tcpTransport{}}, cfg)
+	_, cli, _, serr, cerr := pair(t, &corrupting{Transport: &tcpTransport{}}, cfg)
 	if !errors.Is(serr, ErrVerify) || !errors.Is(cerr, ErrVerify) {
 		t.Fatalf("server %v, client %v", serr, cerr)
 	}

@@ -35,6 +35,7 @@ if [ "$want" = test ]; then
   need_cmd nft nftables
   need_cmd ethtool ethtool
   need_cmd ping iputils-ping
+  need_cmd sysctl procps
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
