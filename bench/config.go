@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/multiplane/multiplane/transport"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -55,6 +56,9 @@ type Config struct {
 	Timeout        time.Duration // server: give up when no session completes in this long (0 = never)
 	MTU            int           // multipath/gbn: link MTU, datagrams are at most MTU-28 bytes
 	Poll           string        // multipath/gbn: poll mode (adaptive, busy, blocking; "" = transport default)
+	// OnTransport, if set, is called with each transport the multipath and
+	// gbn modes open (endpoint bench runs the agent on it).
+	OnTransport func(*transport.Transport)
 }
 
 // RegisterFlags registers the flags with their defaults. Environment

@@ -55,10 +55,13 @@ func (t *mpTransport) config(cfg *Config, port int) (transport.Config, error) {
 	return tc, nil
 }
 
-func (t *mpTransport) listen(tc transport.Config) (*transport.Transport, error) {
+func (t *mpTransport) listen(cfg *Config, tc transport.Config) (*transport.Transport, error) {
 	tr, err := transport.Listen(tc)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.OnTransport != nil {
+		cfg.OnTransport(tr)
 	}
 	t.mu.Lock()
 	t.ts = append(t.ts, tr)
@@ -77,7 +80,7 @@ func (t *mpTransport) Listen(ctx context.Context, cfg *Config) (Listener, error)
 	if err != nil {
 		return nil, err
 	}
-	tr, err := t.listen(tc)
+	tr, err := t.listen(cfg, tc)
 	if err != nil {
 		return nil, fmt.Errorf("bench: transport listen: %w", err)
 	}
@@ -115,7 +118,7 @@ func (t *mpTransport) clientEndpoint(cfg *Config) (*transport.Transport, error) 
 	if err != nil {
 		return nil, err
 	}
-	tr, err := t.listen(tc)
+	tr, err := t.listen(cfg, tc)
 	if err != nil {
 		return nil, fmt.Errorf("bench: transport bind: %w", err)
 	}

@@ -45,6 +45,11 @@ type Config struct {
 	EtcdEndpoints []string
 	// FabricdArgs are more fabricd flags.
 	FabricdArgs []string
+	// FabricPort is the userspace fabric's UDP port (0: its default).
+	FabricPort int
+	// NoHosts starts the fabric, switches and fabricd only: no transports,
+	// agents or traffic (tests bring their own).
+	NoHosts bool
 }
 
 // DefaultConfig returns the `make demo` settings.

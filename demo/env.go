@@ -64,7 +64,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (env *Env, err 
 	for i := range pcfg {
 		pcfg[i] = userspace.PlaneConfig{RateBps: cfg.RateBps, QueueBytes: 512 << 10, ECNThresholdBytes: 128 << 10}
 	}
-	if e.Fabric, err = userspace.Start(e.ctx, userspace.Config{Hosts: cfg.Hosts, Planes: pcfg, Logger: logger.With("component", "fabricsim")}); err != nil {
+	if e.Fabric, err = userspace.Start(e.ctx, userspace.Config{Hosts: cfg.Hosts, Port: cfg.FabricPort, Planes: pcfg, Logger: logger.With("component", "fabricsim")}); err != nil {
 		return nil, fmt.Errorf("demo: fabric: %w", err)
 	}
 	e.closers = append(e.closers, func() { e.Fabric.Close() })
@@ -115,6 +115,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (env *Env, err 
 		return nil, fmt.Errorf("demo: etcd: %w", err)
 	}
 	e.closers = append(e.closers, func() { e.Etcd.Close() })
+	if cfg.NoHosts {
+		return e, nil
+	}
 
 	e.Transports = make([]*transport.Transport, cfg.Hosts)
 	for h := range e.Transports {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/multiplane/multiplane/agent"
 	"github.com/multiplane/multiplane/bench"
 	"github.com/multiplane/multiplane/internal/cliconf"
 )
@@ -87,10 +88,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fs := flag.NewFlagSet("endpoint bench server|client", flag.ContinueOnError)
 		fs.SetOutput(w)
 		new(bench.Config).RegisterFlags(fs)
+		registerBenchAgentFlags(fs, new(agent.Config))
 		_ = cliconf.Parse(fs, []string{"-help"}, "ENDPOINT_BENCH")
 		return code
 	}
 	var cfg bench.Config
+	var acfg agent.Config
 	cfg.Role = bench.Role(args[0])
 	if cfg.Role != bench.RoleServer && cfg.Role != bench.RoleClient {
 		fmt.Fprintf(stderr, "endpoint bench: want server or client, got %q\n\n%s", args[0], benchUsage)
@@ -99,6 +102,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("endpoint bench "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.RegisterFlags(fs)
+	registerBenchAgentFlags(fs, &acfg)
 	if err := cliconf.Parse(fs, args[1:], "ENDPOINT_BENCH"); err != nil {
 		fmt.Fprintln(stderr, "endpoint bench:", err)
 		return 2
@@ -109,7 +113,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	_, err := bench.Run(ctx, cfg, stdout, stderr)
+	wait, err := withAgent(ctx, &cfg, acfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "endpoint bench:", err)
+		return 2
+	}
+	defer wait()
+	_, err = bench.Run(ctx, cfg, stdout, stderr)
 	switch {
 	case errors.Is(err, bench.ErrUsage):
 		fmt.Fprintln(stderr, "endpoint bench:", err)
