@@ -3,6 +3,7 @@ package userspace
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -115,10 +116,11 @@ func TestForwardBothWays(t *testing.T) {
 		if string(got) != "pong" || from != f.PeerAddr(2, p) {
 			t.Fatalf("plane %d: got %q from %v", p, got, from)
 		}
-		st := f.Stats(p)
-		if c := st.Ports[0].Counters; c.InPkts != 1 || c.OutPkts != 1 || c.InOctets != 4 {
-			t.Fatalf("plane %d port 0 counters %+v", p, c)
-		}
+		// The relay counts a datagram after sending it: wait for the count.
+		waitFor(t, 5*time.Second, fmt.Sprintf("plane %d port 0 counters", p), func() bool {
+			c := f.Stats(p).Ports[0].Counters
+			return c.InPkts == 1 && c.OutPkts == 1 && c.InOctets == 4
+		})
 	}
 }
 
