@@ -57,8 +57,13 @@ bench-telemetry: deps-demo build
 bench-convergence: deps-demo build
 	$(BIN)/bench-e2e convergence --fabricd $(BIN)/fabricd
 
+# Each target fuzzes for 60 s; minimizing a new input may take 2 s of it
+# (Go's default, 60 s, would leave most of the minute to minimization).
+FUZZ = -run '^$$' -fuzztime 60s -fuzzminimizetime 2s
 fuzz:
-	$(GO) test ./planes -run '^$$' -fuzz FuzzParseTopology -fuzztime 60s
+	$(GO) test ./planes $(FUZZ) -fuzz FuzzParseTopology
+	$(GO) test ./transport/internal/wire $(FUZZ) -fuzz 'FuzzParse$$'
+	$(GO) test ./transport/internal/wire $(FUZZ) -fuzz FuzzParseUnchecked
 
 clean:
 	rm -rf $(BIN)

@@ -46,6 +46,17 @@ type Conn struct {
 	failErr  error
 	touched  bool // in the current poll batch's list (poll goroutine only)
 	needWake bool
+	// ackOpened: an ACK of the current poll batch acknowledged data; the
+	// poll loop sends what the windows allow at the end of the batch
+	// (run to completion) instead of waking the sender goroutine.
+	ackOpened bool
+	// sleepUntil is when the sender goroutine next wakes by itself; the
+	// poll loop wakes it sooner only when a deadline moved before it.
+	sleepUntil time.Time
+	// txMu orders data flushes between the sender goroutine and the poll
+	// loops: taken while mu is held, so batches leave in the order fill
+	// built them (per-path sequence numbers stay in order on the wire).
+	txMu sync.Mutex
 
 	peerAddrs  []netip.AddrPort
 	initAcked  []bool
@@ -163,6 +174,9 @@ type connCounters struct {
 	retransmits, spurious, dupPkts, garbled uint64
 	flowBlocked                             uint64
 	planeRxBytes, planeRxPkts               []uint64
+	// ackSends: poll batches whose ACKs let data out (sent by the poll
+	// loop); wakes: times the sender goroutine was woken.
+	ackSends, wakes uint64
 }
 
 // Completion reports the end of an asynchronous send.

@@ -28,7 +28,12 @@
 //
 // Congestion: each path has its own delay-aware AIMD window (ECN marks and
 // queueing delay are congestion; isolated losses are resent, not punished)
-// and its own pacer; the receiver grants each sender a share of its ingress
+// and its own pacer. The delay it reacts to is the fabric's: sockets report
+// each datagram's kernel receive time, the receiver says in every ACK how
+// long it held the newest packet, and the sender removes that and the time
+// the ACK waited for its own poll loop from the RTT sample, so scheduling
+// stalls of a busy host do not read as congestion (Swift separates fabric
+// and endpoint delay the same way, with NIC timestamps); the receiver grants each sender a share of its ingress
 // budget in every ACK and the sender caps itself to it. Paths that lose
 // packets or see ECN are used less for an RTT (mildly for an isolated
 // loss); paths with repeated timeouts are retired and probed with
@@ -47,7 +52,10 @@
 // I/O runs in per-plane poll loops with batched recvmmsg/sendmmsg (see
 // Config.PollMode; adaptive spins only within a per-process budget and
 // otherwise moderates wake-ups on busy ports); sends of equal-size datagrams to one address go out as
-// one UDP GSO send where the kernel allows it. Receivers acknowledge every
+// one UDP GSO send where the kernel allows it. A poll loop that processes
+// ACKs sends the data they let out itself, at the end of its batch (run to
+// completion); the connection's sender goroutine handles new messages and
+// timers and is woken only when something is due before its own timer. Receivers acknowledge every
 // 8 packets, on request, or within 500 µs (about 1 ms with Go's timers). Messages returned by Recv may be
 // handed back with Recycle to avoid an allocation per message. Stats and
 // Transport.Stats report per-connection, per-path and per-plane counters

@@ -12,6 +12,7 @@ import (
 
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/transport/internal/wire"
 )
 
 var fabricPort atomic.Int32
@@ -239,7 +240,7 @@ func planeDownOnce(t *testing.T) float64 {
 		t.Fatalf("sent %d messages, received %d", sent.Load(), received.Load())
 	}
 
-	payload := 1442.0 / 1472.0
+	payload := float64(wire.MaxDataPayload(1472)) / 1472.0
 	full := planes * rate * payload
 	surviving := (planes - 1) * rate * payload
 	before := m.rate(200*time.Millisecond, downAt)

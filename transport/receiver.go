@@ -19,17 +19,19 @@ const (
 )
 
 // maxAckBlocks bounds the path blocks of one ACK so it fits a 1472-byte
-// datagram: 28 + 29×48 + 4 = 1424.
-const maxAckBlocks = 29
+// datagram: 24 + 27×52 + 4 = 1432.
+const maxAckBlocks = 27
 
 // onData processes a DATA packet that arrived on plane; c.mu held.
-func (c *Conn) onData(now time.Time, plane int, d *wire.Data, ce bool) {
+// at is when the datagram reached the host (see arrival).
+func (c *Conn) onData(now, at time.Time, plane int, d *wire.Data, ce bool) {
 	c.lastRecv = now
 	c.lastData.Store(now.UnixNano())
-	rp := c.rpaths[d.PathID]
+	id := pathIDFor(plane, int(d.Entropy))
+	rp := c.rpaths[id]
 	if rp == nil {
-		rp = &rpath{id: d.PathID}
-		c.rpaths[d.PathID] = rp
+		rp = &rpath{id: id}
+		c.rpaths[id] = rp
 	}
 	rp.plane = plane
 	rp.rxPkts++
@@ -47,7 +49,7 @@ func (c *Conn) onData(now time.Time, plane int, d *wire.Data, ce bool) {
 	}
 	if c.mode == ModeGBN {
 		c.ackNow = true // go-back-N acknowledges every batch, like RoCE
-		accept, nak := rp.inorder.OnPacket(d.Seq)
+		accept, nak := rp.inorder.OnPacket(d.Seq, at)
 		if nak {
 			c.nak = true
 		}
@@ -55,7 +57,7 @@ func (c *Conn) onData(now time.Time, plane int, d *wire.Data, ce bool) {
 			return
 		}
 	} else {
-		fresh := rp.sack.OnPacket(d.Seq, ce)
+		fresh := rp.sack.OnPacket(d.Seq, ce, at)
 		if rp.sack.Unacked >= ackEvery || ce {
 			c.ackNow = true
 		}
@@ -167,20 +169,36 @@ func (c *Conn) rateGrant() protocol.Rate {
 	return b / protocol.Rate(c.t.activeSenders(c.cfg.clock.Now()))
 }
 
-// afterBatch sends the connection's ACK for what arrived in the batch
-// and wakes its sender if ACKs opened windows.
+// afterBatch sends the connection's ACK for what arrived in the batch and,
+// when ACKs opened windows, the data they let out; it wakes the sender
+// goroutine only when more is due sooner than it would wake by itself.
 func (c *Conn) afterBatch(now time.Time, pl *plane) {
 	c.mu.Lock()
 	c.touched = false
 	wake := c.needWake
 	c.needWake = false
+	var data []outBatch
+	if c.ackOpened {
+		c.ackOpened = false
+		if c.state != stateHandshake && c.state != stateDone {
+			now := c.cfg.clock.Now() // the batch's time is as old as its processing
+			if n := c.fill(now); n > 0 {
+				c.stats.ackSends++
+				c.lastSend = now
+				wake = wake || n >= maxPerRound
+			}
+			wake = wake || c.nextDeadline(now).Before(c.sleepUntil)
+			data = c.out
+			c.out = nil
+		}
+	}
 	var obs [2]outBatch
 	nob := 0
 	if c.ackNow || c.nak {
 		c.ackNow = false
 		c.ackPending = false
 		for len(c.ackList) > 0 && nob < len(obs) && c.state != stateDone && c.peerID != 0 {
-			ob := c.buildAck(pl.idx)
+			ob := c.buildAck(now, pl.idx)
 			if ob.batch == nil {
 				break
 			}
@@ -195,9 +213,23 @@ func (c *Conn) afterBatch(now time.Time, pl *plane) {
 	if nob > 0 {
 		c.lastSend = now
 	}
+	if len(data) > 0 {
+		c.txMu.Lock()
+	}
 	c.mu.Unlock()
 	for _, ob := range obs[:nob] {
 		c.flushOne(ob)
+	}
+	if len(data) > 0 {
+		for _, ob := range data {
+			c.flushOne(ob)
+		}
+		c.txMu.Unlock()
+		c.mu.Lock()
+		if c.out == nil {
+			c.out = data[:0]
+		}
+		c.mu.Unlock()
 	}
 	if wake {
 		c.wakeSender()
@@ -211,7 +243,7 @@ func (c *Conn) afterBatch(now time.Time, pl *plane) {
 }
 
 // buildAck builds one ACK datagram for the paths in c.ackList; c.mu held.
-func (c *Conn) buildAck(pref int) outBatch {
+func (c *Conn) buildAck(now time.Time, pref int) outBatch {
 	plane := c.anyPlane(pref)
 	if plane < 0 {
 		return outBatch{}
@@ -229,11 +261,11 @@ func (c *Conn) buildAck(pref int) outBatch {
 		c.ackList = c.ackList[:len(c.ackList)-1]
 		rp.listed = false
 		if c.mode == ModeGBN {
-			blocks[n] = wire.PathAck{PathID: rp.id, Cumulative: rp.inorder.Expected, Largest: rp.inorder.Expected - 1}
+			rp.inorder.FillAck(rp.id, now, &blocks[n])
 			n++
 			continue
 		}
-		if rp.sack.FillAck(rp.id, wire.SackBits/64, &blocks[n]) {
+		if rp.sack.FillAck(rp.id, wire.SackBits/64, now, &blocks[n]) {
 			n++
 		}
 	}

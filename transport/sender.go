@@ -43,15 +43,18 @@ func (c *Conn) sendLoop() {
 			n = c.fill(now)
 		}
 		next := c.nextDeadline(now)
+		c.sleepUntil = next
 		out := c.out
 		c.out = nil
 		if n > 0 {
 			c.lastSend = now
 		}
+		c.txMu.Lock()
 		c.mu.Unlock()
 		for _, ob := range out {
 			c.flushOne(ob)
 		}
+		c.txMu.Unlock()
 		c.mu.Lock()
 		if c.out == nil {
 			c.out = out[:0]
@@ -77,6 +80,9 @@ func (c *Conn) sendLoop() {
 		timer.Reset(d)
 		select {
 		case <-c.wake:
+			c.mu.Lock()
+			c.stats.wakes++
+			c.mu.Unlock()
 		case <-timer.C:
 		case <-c.doneCh:
 		}
@@ -253,7 +259,7 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 	size := wire.DataOverhead + end - off
 	seq := p.sent.OnSent(now, makeRef(m.id, chunk), size)
 	d := wire.Data{
-		PathID: p.id, DstConnID: c.peerID, Seq: seq,
+		Entropy: uint8(p.entropy), DstConnID: c.peerID, Seq: seq,
 		MessageID: m.id, Offset: uint32(off), TotalLength: uint32(len(m.data)),
 	}
 	if resend {
@@ -270,7 +276,7 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 		p.sinceAckNow = 0
 	}
 	pk := b.Next()
-	pk.Buf = d.AppendHeader(pk.Buf, int(end-off))
+	pk.Buf = d.AppendHeader(pk.Buf)
 	pk.Buf = append(pk.Buf, m.data[off:end]...)
 	pk.Buf = wire.FinishData(pk.Buf, 0)
 	pk.Addr = c.peerAddrs[p.plane]
@@ -317,14 +323,15 @@ func (c *Conn) onLost(ref ackhandler.Ref, _ protocol.ByteCount) {
 	}
 }
 
-// onAck processes an ACK; c.mu held.
-func (c *Conn) onAck(now time.Time, a *wire.Ack) {
+// onAck processes an ACK that reached the host at at; c.mu held.
+func (c *Conn) onAck(now, at time.Time, a *wire.Ack) {
+	waited := now.Sub(at)
 	c.lastRecv = now
 	if a.MaxData > c.peerMaxData {
 		c.peerMaxData = a.MaxData
 	}
 	c.grant = a.RateGrant
-	c.needWake = true
+	c.ackOpened = true
 	for i := range a.Blocks {
 		blk := &a.Blocks[i]
 		p := c.paths[blk.PathID]
@@ -332,7 +339,7 @@ func (c *Conn) onAck(now time.Time, a *wire.Ack) {
 			continue
 		}
 		if c.mode == ModeGBN {
-			acked := p.sent.OnCumulativeAck(now, blk.Cumulative, a.AckDelay, c.hooks())
+			acked := p.sent.OnCumulativeAck(now, blk.Cumulative, waited+blk.AckDelay, c.hooks())
 			if acked > 0 && p.idx >= 0 {
 				c.sel.OnAck(p.idx)
 			}
@@ -342,7 +349,7 @@ func (c *Conn) onAck(now time.Time, a *wire.Ack) {
 			continue
 		}
 		c.curAvoid = p.idx
-		acked, lost := p.sent.OnAck(now, blk, a.AckDelay, c.hooks())
+		acked, lost := p.sent.OnAck(now, blk, waited+blk.AckDelay, c.hooks())
 		c.curAvoid = -1
 		if acked > 0 {
 			c.stallStreak = 0
@@ -425,7 +432,7 @@ func (c *Conn) onTimers(now time.Time) {
 	if c.ackPending && !now.Before(c.ackDue) {
 		c.ackPending = false
 		for k := 0; len(c.ackList) > 0 && k < 4 && c.peerID != 0; k++ {
-			ob := c.buildAck(c.ackList[len(c.ackList)-1].plane)
+			ob := c.buildAck(now, c.ackList[len(c.ackList)-1].plane)
 			if ob.batch == nil {
 				break
 			}

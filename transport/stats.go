@@ -18,8 +18,13 @@ type PathStats struct {
 	SpuriousTimeouts uint64 // timeouts undone by a late acknowledgement
 	Stalls           uint64 // every path timed out at once: only backed off
 	ECNMarks         uint64 // CE marks echoed by the receiver
+	// SmoothedRTT is the whole round trip, endpoint delays included;
+	// MinRTT and FabricRTT (the smallest sample of the last round) leave
+	// out the time datagrams waited in either endpoint, from kernel
+	// receive timestamps: they are what congestion control reacts to.
 	SmoothedRTT      time.Duration
 	MinRTT           time.Duration
+	FabricRTT        time.Duration
 	CongestionWindow ByteCount
 	BytesInFlight    ByteCount
 }
@@ -93,7 +98,7 @@ func (c *Conn) Stats() ConnStats {
 			Retired:     p.idx >= 0 && c.sel.Retired(p.idx),
 			PacketsSent: st.PacketsSent, BytesSent: st.BytesSent, PacketsAcked: st.PacketsAcked,
 			PacketsLost: st.PacketsLost, Retransmits: p.retx, SpuriousLosses: st.SpuriousLosses,
-			Timeouts: st.Timeouts, SpuriousTimeouts: st.SpuriousTimeouts, Stalls: st.Stalls, ECNMarks: st.ECNMarks, SmoothedRTT: st.SmoothedRTT, MinRTT: st.MinRTT,
+			Timeouts: st.Timeouts, SpuriousTimeouts: st.SpuriousTimeouts, Stalls: st.Stalls, ECNMarks: st.ECNMarks, SmoothedRTT: st.SmoothedRTT, MinRTT: st.MinRTT, FabricRTT: st.FabricRTT,
 			CongestionWindow: st.CongestionWindow, BytesInFlight: st.BytesInFly,
 		}
 		s.Paths = append(s.Paths, ps)

@@ -162,9 +162,11 @@ func (t *Transport) pollLoop(pl *plane) {
 func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 	var cur *Conn
 	now := t.cfg.clock.Now()
+	wall := time.Now().UnixNano()
 	for i := range b.Pkts {
 		pk := &b.Pkts[i]
-		typ, _, err := wire.PeekType(pk.Buf)
+		at := arrival(now, wall, pk.RxTime)
+		typ, err := wire.PeekType(pk.Buf)
 		if err != nil {
 			t.garbage.Add(1)
 			continue
@@ -180,7 +182,7 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 			if c == nil {
 				continue
 			}
-			c.onData(now, pl.idx, &d, pk.TOS&3 == ioengine.ECNCE)
+			c.onData(now, at, pl.idx, &d, pk.TOS&3 == ioengine.ECNCE)
 		case wire.TypeAck:
 			a, err := wire.ParseAck(pk.Buf, pl.ackBlocks[:0])
 			if err != nil {
@@ -192,7 +194,7 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 			if c == nil {
 				continue
 			}
-			c.onAck(now, &a)
+			c.onAck(now, at, &a)
 		case wire.TypeInit, wire.TypeInitAck:
 			if cur != nil {
 				cur.mu.Unlock()
@@ -229,6 +231,21 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 	}
 	clear(pl.touched)
 	pl.touched = pl.touched[:0]
+}
+
+// arrival returns when a datagram reached this host: now less the time it
+// waited in the socket for its poll loop (kernel receive time rxTime, Unix
+// ns, against the wall clock at the read), or now when unknown or
+// implausible (the wall clock stepped).
+func arrival(now time.Time, wall, rxTime int64) time.Time {
+	if rxTime == 0 {
+		return now
+	}
+	age := wall - rxTime
+	if age <= 0 || age > int64(time.Second) {
+		return now
+	}
+	return now.Add(-time.Duration(age))
 }
 
 // lockConn makes *cur the locked connection id (nil if unknown) and records

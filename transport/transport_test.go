@@ -153,3 +153,60 @@ func TestLoopbackTransfer(t *testing.T) {
 		})
 	}
 }
+
+func TestArrival(t *testing.T) {
+	now := time.Unix(1000, 0)
+	wall := now.UnixNano()
+	for _, tc := range []struct {
+		rx   int64
+		want time.Time
+	}{
+		{0, now}, // no kernel timestamp
+		{wall - 300_000, now.Add(-300 * time.Microsecond)},
+		{wall + 5, now},                    // from the future: clock stepped
+		{wall - 2*int64(time.Second), now}, // implausibly old
+	} {
+		if got := arrival(now, wall, tc.rx); !got.Equal(tc.want) {
+			t.Errorf("arrival(rx %d) = %v, want %v", tc.rx, got, tc.want)
+		}
+	}
+}
+
+// ACKs that open the window are followed by data from the poll loop that
+// read them; the sender goroutine is not woken for each of them.
+func TestPollLoopSendsWhatAcksLetOut(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(2)})
+	b := listenT(t, Config{Local: loopbackAddrs(2)})
+	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+	go func() {
+		for {
+			m, err := cb.Recv(ctx)
+			if err != nil {
+				return
+			}
+			cb.Recycle(m)
+		}
+	}()
+	msg := make([]byte, 256<<10)
+	comps := make([]*Completion, 0, 64)
+	for range 128 {
+		c, err := ca.SendAsync(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comps = append(comps, c)
+	}
+	for _, c := range comps {
+		if err := c.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ca.mu.Lock()
+	ackSends, wakes := ca.stats.ackSends, ca.stats.wakes
+	ca.mu.Unlock()
+	t.Logf("32 MiB: %d poll batches sent data after ACKs, sender woken %d times", ackSends, wakes)
+	if ackSends < 50 || wakes > ackSends/2 {
+		t.Fatalf("%d poll batches sent data after ACKs, sender woken %d times: want most sends from the poll loops", ackSends, wakes)
+	}
+}

@@ -49,10 +49,10 @@ func TestSackLossDetection(t *testing.T) {
 			if rng.Float64() < lossRate && i < n-1 { // keep the last so no tail loss
 				dropped[Ref(i)] = true
 			} else {
-				rp.OnPacket(pn, false)
+				rp.OnPacket(pn, false, time.Time{})
 			}
 			if i%7 == 0 || i == n-1 {
-				rp.FillAck(1, 4, &blk)
+				rp.FillAck(1, 4, time.Time{}, &blk)
 				p.OnAck(now, &blk, 0, rec)
 			}
 		}
@@ -83,22 +83,22 @@ func TestReorderThresholdAndSpurious(t *testing.T) {
 		p.OnSent(now, Ref(i), 1000)
 	}
 	for _, pn := range []protocol.PacketNumber{0, 2, 3} { // 1 is late
-		rp.OnPacket(pn, false)
+		rp.OnPacket(pn, false, time.Time{})
 	}
-	rp.FillAck(1, 4, &blk)
+	rp.FillAck(1, 4, time.Time{}, &blk)
 	p.OnAck(now, &blk, 0, rec)
 	if len(rec.lost) != 0 {
 		t.Fatalf("declared lost below threshold: %v", rec.lost)
 	}
-	rp.OnPacket(4, true)
-	rp.FillAck(1, 4, &blk)
+	rp.OnPacket(4, true, time.Time{})
+	rp.FillAck(1, 4, time.Time{}, &blk)
 	p.OnAck(now, &blk, 0, rec)
 	if rec.lost[1] != 1 {
 		t.Fatalf("packet 1 not lost at threshold: %v", rec.lost)
 	}
-	rp.OnPacket(1, false) // arrives late: spurious
-	rp.OnPacket(5, false)
-	rp.FillAck(1, 4, &blk)
+	rp.OnPacket(1, false, time.Time{}) // arrives late: spurious
+	rp.OnPacket(5, false, time.Time{})
+	rp.FillAck(1, 4, time.Time{}, &blk)
 	if blk.Cumulative != 6 || blk.ECNCE != 1 {
 		t.Fatalf("ack block %+v", blk)
 	}
@@ -131,9 +131,9 @@ func TestTimeoutBackoff(t *testing.T) {
 	// Packet 0 (declared lost by the timeout) is acknowledged after all:
 	// the timeout was spurious and the window comes back.
 	var rp ReceivedPath
-	rp.OnPacket(0, false)
+	rp.OnPacket(0, false, time.Time{})
 	var blk wire.PathAck
-	rp.FillAck(1, 4, &blk)
+	rp.FillAck(1, 4, time.Time{}, &blk)
 	p.OnAck(d1, &blk, 0, rec)
 	if st := p.Stats(); st.SpuriousTimeouts != 1 || st.CongestionWindow != 1<<30 || p.ConsecutiveTimeouts() != 0 {
 		t.Fatalf("after spurious timeout: %+v", st)
@@ -144,10 +144,10 @@ func TestReceivedWindowBeyondHole(t *testing.T) {
 	var rp ReceivedPath
 	// Packet 0 never arrives (resent elsewhere); the window keeps moving.
 	for pn := protocol.PacketNumber(1); pn < 2000; pn++ {
-		rp.OnPacket(pn, false)
+		rp.OnPacket(pn, false, time.Time{})
 	}
 	var blk wire.PathAck
-	rp.FillAck(3, 4, &blk)
+	rp.FillAck(3, 4, time.Time{}, &blk)
 	if blk.Cumulative != 0 || blk.Largest != 1999 {
 		t.Fatalf("%+v", blk)
 	}
@@ -168,7 +168,7 @@ func TestGoBackN(t *testing.T) {
 		if pn == 2 {
 			continue // lost
 		}
-		acc, nak := g.OnPacket(pn)
+		acc, nak := g.OnPacket(pn, time.Time{})
 		if acc != (pn < 2) || nak != (pn == 3) {
 			t.Fatalf("pn %d accept %v nak %v", pn, acc, nak)
 		}
@@ -180,7 +180,7 @@ func TestGoBackN(t *testing.T) {
 	}
 	for _, r := range refs {
 		pn := p.OnSent(now, r, 1000)
-		if acc, _ := g.OnPacket(pn); !acc {
+		if acc, _ := g.OnPacket(pn, time.Time{}); !acc {
 			t.Fatalf("resent pn %d refused", pn)
 		}
 	}
@@ -201,10 +201,10 @@ func TestTimeBasedLoss(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		p.OnSent(now, Ref(i), 1000)
 	}
-	rp.OnPacket(0, false)
-	rp.OnPacket(2, false) // 1 is missing, only one packet after it
+	rp.OnPacket(0, false, time.Time{})
+	rp.OnPacket(2, false, time.Time{}) // 1 is missing, only one packet after it
 	var blk wire.PathAck
-	rp.FillAck(1, 4, &blk)
+	rp.FillAck(1, 4, time.Time{}, &blk)
 	p.OnAck(now.Add(100*time.Microsecond), &blk, 0, rec)
 	if len(rec.lost) != 0 || p.LossTime().IsZero() {
 		t.Fatalf("lost %v, loss time %v", rec.lost, p.LossTime())
@@ -217,5 +217,57 @@ func TestTimeBasedLoss(t *testing.T) {
 	}
 	if d := p.RTODeadline(); !d.IsZero() {
 		t.Fatalf("nothing in flight but RTO armed at %v", d)
+	}
+}
+
+// The receiver reports how long it held each path's largest packet, and
+// the sender's RTT sample leaves that and its own wait out of the fabric
+// delay, from the block's largest packet only.
+func TestAckDelayAndFabricRTT(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	p := newPath()
+	rec := newRecorder()
+	var rp ReceivedPath
+	for i := range 3 {
+		pn := p.OnSent(t0, Ref(i), 1000)
+		rp.OnPacket(pn, false, t0.Add(200*time.Microsecond)) // 200µs across the fabric
+	}
+	var blk wire.PathAck
+	// The receiver's poll loop got to the packets 3ms after they arrived.
+	rp.FillAck(1, 4, t0.Add(3200*time.Microsecond), &blk)
+	if blk.AckDelay != 3*time.Millisecond || blk.Largest != 2 {
+		t.Fatalf("block %+v, want ack delay 3ms for largest 2", blk)
+	}
+	// The ACK reaches the sender 100µs later and waits 1ms for its loop.
+	now := t0.Add(4300 * time.Microsecond)
+	p.OnAck(now, &blk, time.Millisecond+blk.AckDelay, rec)
+	if got := p.RTT.Smoothed(); got != 4300*time.Microsecond {
+		t.Errorf("smoothed RTT %v, want the whole 4.3ms", got)
+	}
+	if got := p.RTT.Min(); got != 300*time.Microsecond {
+		t.Errorf("fabric RTT %v, want 300µs", got)
+	}
+	// A block that only fills a hole below an already acknowledged
+	// largest gives no sample: its ack delay is not about that packet.
+	p2 := newPath()
+	var rp2 ReceivedPath
+	pn0 := p2.OnSent(t0, 0, 1000)
+	pn1 := p2.OnSent(t0, 1, 1000)
+	rp2.OnPacket(pn1, false, t0.Add(time.Millisecond))
+	rp2.FillAck(1, 4, t0.Add(time.Millisecond), &blk)
+	p2.OnAck(t0.Add(2*time.Millisecond), &blk, 0, rec)
+	rp2.OnPacket(pn0, false, t0.Add(9*time.Millisecond))
+	rp2.FillAck(1, 4, t0.Add(9*time.Millisecond), &blk)
+	p2.OnAck(t0.Add(10*time.Millisecond), &blk, 0, rec)
+	if got := p2.RTT.Latest(); got != 2*time.Millisecond {
+		t.Errorf("latest RTT %v after a hole was filled, want 2ms from the first ACK", got)
+	}
+	// go-back-N blocks carry the delay of the last in-order packet.
+	var g InOrder
+	g.OnPacket(0, t0)
+	g.OnPacket(1, t0.Add(time.Millisecond))
+	g.FillAck(1, t0.Add(1500*time.Microsecond), &blk)
+	if blk.Cumulative != 2 || blk.AckDelay != 500*time.Microsecond {
+		t.Errorf("go-back-N block %+v", blk)
 	}
 }

@@ -1,6 +1,8 @@
 package ackhandler
 
 import (
+	"time"
+
 	"github.com/multiplane/multiplane/transport/internal/protocol"
 	"github.com/multiplane/multiplane/transport/internal/wire"
 )
@@ -16,6 +18,8 @@ type ReceivedPath struct {
 	// bits: bit i set means largest-1-i arrived.
 	bits [wire.MaxSackWords]uint64
 	ce   uint32
+	// largestAt is when the largest packet reached the host.
+	largestAt time.Time
 	// Unacked counts packets received since the last ACK block was built.
 	Unacked int
 }
@@ -52,15 +56,15 @@ func (r *ReceivedPath) shift(k uint32) {
 	}
 }
 
-// OnPacket records packet pn (ce: it carried a CE mark). It returns false
-// for a duplicate.
-func (r *ReceivedPath) OnPacket(pn protocol.PacketNumber, ce bool) bool {
+// OnPacket records packet pn, which reached the host at at (ce: it carried
+// a CE mark). It returns false for a duplicate.
+func (r *ReceivedPath) OnPacket(pn protocol.PacketNumber, ce bool, at time.Time) bool {
 	if rcvd, known := r.has(pn); rcvd && known {
 		return false
 	}
 	switch {
 	case !r.any:
-		r.any, r.largest = true, pn
+		r.any, r.largest, r.largestAt = true, pn, at
 	case before(r.largest, pn):
 		k := uint32(pn - r.largest)
 		r.shift(k)
@@ -68,7 +72,7 @@ func (r *ReceivedPath) OnPacket(pn protocol.PacketNumber, ce bool) bool {
 		if d < recvWindowBits {
 			r.bits[d/64] |= 1 << (d % 64)
 		}
-		r.largest = pn
+		r.largest, r.largestAt = pn, at
 	default:
 		d := uint32(r.largest - 1 - pn)
 		if d < recvWindowBits {
@@ -89,16 +93,17 @@ func (r *ReceivedPath) OnPacket(pn protocol.PacketNumber, ce bool) bool {
 	return true
 }
 
-// FillAck writes the path's ACK block with a SACK bitmap of words 64-bit
-// words and resets Unacked. It reports false when nothing arrived yet.
-func (r *ReceivedPath) FillAck(id protocol.PathID, words int, blk *wire.PathAck) bool {
+// FillAck writes the path's ACK block, sent at now, with a SACK bitmap of
+// words 64-bit words and resets Unacked. It reports false when nothing
+// arrived yet.
+func (r *ReceivedPath) FillAck(id protocol.PathID, words int, now time.Time, blk *wire.PathAck) bool {
 	if !r.any {
 		return false
 	}
 	if words > wire.MaxSackWords {
 		words = wire.MaxSackWords
 	}
-	*blk = wire.PathAck{PathID: id, Cumulative: r.cum, Largest: r.largest, ECNCE: r.ce, Words: uint8(words)}
+	*blk = wire.PathAck{PathID: id, Cumulative: r.cum, Largest: r.largest, ECNCE: r.ce, AckDelay: max(now.Sub(r.largestAt), 0), Words: uint8(words)}
 	copy(blk.Bitmap[:words], r.bits[:words])
 	r.Unacked = 0
 	return true
@@ -109,16 +114,18 @@ func (r *ReceivedPath) FillAck(id protocol.PathID, words int, blk *wire.PathAck)
 type InOrder struct {
 	Expected protocol.PacketNumber
 	nakSent  bool
+	lastAt   time.Time // when Expected-1 reached the host
 	Unacked  int
 }
 
 // OnPacket reports whether pn is accepted (it is the next expected packet)
 // and whether a NAK should be sent (first out-of-order packet since the
 // last accepted one).
-func (g *InOrder) OnPacket(pn protocol.PacketNumber) (accept, nak bool) {
+func (g *InOrder) OnPacket(pn protocol.PacketNumber, at time.Time) (accept, nak bool) {
 	g.Unacked++
 	if pn == g.Expected {
 		g.Expected++
+		g.lastAt = at
 		g.nakSent = false
 		return true, false
 	}
@@ -127,4 +134,12 @@ func (g *InOrder) OnPacket(pn protocol.PacketNumber) (accept, nak bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// FillAck writes the path's cumulative ACK block, sent at now.
+func (g *InOrder) FillAck(id protocol.PathID, now time.Time, blk *wire.PathAck) {
+	*blk = wire.PathAck{PathID: id, Cumulative: g.Expected, Largest: g.Expected - 1}
+	if !g.lastAt.IsZero() {
+		blk.AckDelay = max(now.Sub(g.lastAt), 0)
+	}
 }

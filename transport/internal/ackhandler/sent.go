@@ -62,6 +62,7 @@ type PathStats struct {
 	Stalls                       uint64 // timeouts of every path at once: backed off only
 	ECNMarks                     uint64
 	SmoothedRTT, MinRTT, RTO     time.Duration
+	FabricRTT                    time.Duration // RTTStats.RoundMin
 	CongestionWindow, BytesInFly protocol.ByteCount
 }
 
@@ -150,7 +151,12 @@ func (p *SentPath) grow() {
 // OnAck processes the path's block of an ACK. It returns the bytes newly
 // acknowledged (including packets that had been declared lost: the path
 // delivers) and the number of packets declared lost.
-func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duration, h Handler) (acked protocol.ByteCount, lost int) {
+//
+// endpointDelay is the part of the round trip spent waiting in the two
+// endpoints (the block's ack delay plus the time the ACK waited here): the
+// RTT sample taken from the block's largest packet, if this ACK is the
+// first to acknowledge it, gives congestion control the fabric's share.
+func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, endpointDelay time.Duration, h Handler) (acked protocol.ByteCount, lost int) {
 	if !before(blk.Largest, p.next) { // acknowledges what was never sent
 		return 0, 0
 	}
@@ -198,9 +204,9 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, ackDelay time.Duratio
 			ack(pn)
 		}
 	}
-	if rttOK {
+	if rttOK && rttPN == blk.Largest {
 		e := p.at(rttPN)
-		p.RTT.Update(now, now.Sub(e.sent), ackDelay)
+		p.RTT.Update(now, now.Sub(e.sent), endpointDelay)
 	}
 	if !p.hasAcked || before(p.largestAcked, blk.Largest) {
 		p.largestAcked, p.hasAcked = blk.Largest, true
@@ -395,6 +401,7 @@ func (p *SentPath) Stats() PathStats {
 	s := p.stats
 	s.SmoothedRTT = p.RTT.Smoothed()
 	s.MinRTT = p.RTT.Min()
+	s.FabricRTT = p.RTT.RoundMin()
 	s.RTO = p.RTT.RTO()
 	s.CongestionWindow = p.CC.CongestionWindow()
 	s.BytesInFly = p.inFlight
@@ -423,7 +430,7 @@ func (p *SentPath) Rewind(now time.Time, buf []Ref) []Ref {
 
 // OnCumulativeAck processes a go-back-N acknowledgement: every packet below
 // cum was received in order.
-func (p *SentPath) OnCumulativeAck(now time.Time, cum protocol.PacketNumber, ackDelay time.Duration, h Handler) protocol.ByteCount {
+func (p *SentPath) OnCumulativeAck(now time.Time, cum protocol.PacketNumber, endpointDelay time.Duration, h Handler) protocol.ByteCount {
 	if before(p.highest, cum) {
 		return 0
 	}
@@ -451,7 +458,7 @@ func (p *SentPath) OnCumulativeAck(now time.Time, cum protocol.PacketNumber, ack
 		last = e
 	}
 	if last != nil {
-		p.RTT.Update(now, now.Sub(last.sent), ackDelay)
+		p.RTT.Update(now, now.Sub(last.sent), endpointDelay)
 		p.lastProgress = now
 		p.backoff = 0
 		p.CC.OnPacketAcked(now, acked, prior)

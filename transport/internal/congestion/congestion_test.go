@@ -12,7 +12,7 @@ type fakeClock struct{ t time.Time }
 func (c *fakeClock) Now() time.Time          { return c.t }
 func (c *fakeClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 
-const mss = 1442
+const mss = 1446
 
 // drive runs n packets through the controller with the given RTT, losing
 // every lossEvery-th packet (0: none), and returns the final window.
@@ -131,12 +131,19 @@ func TestRTTStats(t *testing.T) {
 	if rto := r.RTO(); rto < 10*time.Millisecond || rto > 20*time.Millisecond {
 		t.Fatalf("RTO %v", rto)
 	}
-	r.Update(now, 12*time.Millisecond, 5*time.Millisecond) // ack delay subtracted while ≥ min
-	if r.Latest() != 12*time.Millisecond-2*time.Millisecond-0 && r.Latest() != 10*time.Millisecond {
-		// 12-5 = 7 < min 10, so the delay is not subtracted
-		if r.Latest() != 12*time.Millisecond {
-			t.Fatalf("latest %v", r.Latest())
-		}
+	// 5 ms of a 12 ms sample were spent in the endpoints: the fabric
+	// signal (latest, min) drops to 7 ms, the smoothed RTT takes it whole.
+	r.Update(now, 12*time.Millisecond, 5*time.Millisecond)
+	if r.Latest() != 7*time.Millisecond || r.Min() != 7*time.Millisecond || r.RoundMin() != 7*time.Millisecond {
+		t.Fatalf("latest %v min %v round min %v, want 7ms", r.Latest(), r.Min(), r.RoundMin())
+	}
+	if want := (7*10*time.Millisecond + 12*time.Millisecond) / 8; r.Smoothed() != want {
+		t.Fatalf("smoothed %v, want %v", r.Smoothed(), want)
+	}
+	// An endpoint delay as large as the sample (clocks disagree) is ignored.
+	r.Update(now, 9*time.Millisecond, 9*time.Millisecond)
+	if r.Latest() != 9*time.Millisecond || r.Min() != 7*time.Millisecond {
+		t.Fatalf("latest %v min %v", r.Latest(), r.Min())
 	}
 }
 

@@ -9,11 +9,20 @@ const (
 	DefaultMaxRTO     = 1 * time.Second
 )
 
-// RTTStats estimates the round-trip time of one path.
+// RTTStats estimates the round-trip time of one path. Each sample comes
+// with the part of it spent waiting in the endpoints (the receiver holding
+// the packet before acknowledging it, and the ACK waiting for the sender's
+// poll loop, both measured from kernel receive times). The smoothed RTT,
+// its deviation and the RTO use whole samples: they bound how long an
+// acknowledgement takes to be processed. Min, Latest and RoundMin use the
+// fabric's share (sample less endpoint delay): they are the congestion
+// signal, which on a busy host would otherwise mostly measure scheduling.
 type RTTStats struct {
-	min, latest, smoothed, meanDev time.Duration
-	// roundMin is the smallest sample of the current round, a filter against
-	// scheduling noise: a real queue raises every sample in a round.
+	smoothed, meanDev time.Duration
+	// min, latest: fabric delay (endpoint delay removed).
+	min, latest time.Duration
+	// roundMin is the smallest fabric sample of the current round, a filter
+	// against what noise is left: a real queue raises every sample in a round.
 	roundMin, lastRoundMin time.Duration
 	roundStart             time.Time
 	hasSample              bool
@@ -48,25 +57,27 @@ func (r *RTTStats) UpdateMax(now time.Time, sample time.Duration) {
 	}
 }
 
-// Update adds a sample measured at now. ackDelay is subtracted when it
-// leaves the sample above the minimum.
-func (r *RTTStats) Update(now time.Time, sample, ackDelay time.Duration) {
+// Update adds a sample measured at now, of which endpointDelay was spent
+// in the endpoints. A sample whose endpoint delay is not smaller than it
+// (clocks that disagree) counts whole.
+func (r *RTTStats) Update(now time.Time, sample, endpointDelay time.Duration) {
 	if sample <= 0 {
 		return
 	}
-	if r.min == 0 || sample < r.min {
-		r.min = sample
+	fabric := sample
+	if endpointDelay > 0 && endpointDelay < sample {
+		fabric = sample - endpointDelay
 	}
-	if sample-ackDelay >= r.min {
-		sample -= ackDelay
+	if r.min == 0 || fabric < r.min {
+		r.min = fabric
 	}
 	r.UpdateMax(now, sample)
-	r.latest = sample
+	r.latest = fabric
 	if !r.hasSample {
 		r.hasSample = true
 		r.smoothed = sample
 		r.meanDev = sample / 2
-		r.roundMin, r.lastRoundMin, r.roundStart = sample, sample, now
+		r.roundMin, r.lastRoundMin, r.roundStart = fabric, fabric, now
 		return
 	}
 	d := r.smoothed - sample
@@ -75,12 +86,12 @@ func (r *RTTStats) Update(now time.Time, sample, ackDelay time.Duration) {
 	}
 	r.meanDev = (3*r.meanDev + d) / 4
 	r.smoothed = (7*r.smoothed + sample) / 8
-	if sample < r.roundMin {
-		r.roundMin = sample
+	if fabric < r.roundMin {
+		r.roundMin = fabric
 	}
 	if now.Sub(r.roundStart) >= r.smoothed {
 		r.lastRoundMin = r.roundMin
-		r.roundMin = sample
+		r.roundMin = fabric
 		r.roundStart = now
 	}
 }
@@ -88,10 +99,10 @@ func (r *RTTStats) Update(now time.Time, sample, ackDelay time.Duration) {
 // HasSample reports whether any sample arrived.
 func (r *RTTStats) HasSample() bool { return r.hasSample }
 
-// Min returns the smallest sample seen.
+// Min returns the smallest fabric sample seen.
 func (r *RTTStats) Min() time.Duration { return r.min }
 
-// Latest returns the last sample.
+// Latest returns the last fabric sample.
 func (r *RTTStats) Latest() time.Duration { return r.latest }
 
 // Smoothed returns the smoothed RTT, or DefaultInitialRTT before any sample.
@@ -102,8 +113,8 @@ func (r *RTTStats) Smoothed() time.Duration {
 	return r.smoothed
 }
 
-// RoundMin returns the smallest sample of the last complete round (or of
-// the current one if it is already smaller).
+// RoundMin returns the smallest fabric sample of the last complete round
+// (or of the current one if it is already smaller).
 func (r *RTTStats) RoundMin() time.Duration {
 	if r.roundMin < r.lastRoundMin {
 		return r.roundMin

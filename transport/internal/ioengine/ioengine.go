@@ -176,7 +176,11 @@ type Packet struct {
 	Addr netip.AddrPort
 	// TOS is the received TOS byte (ECN in the low two bits).
 	TOS byte
-	buf []byte // full-capacity buffer
+	// RxTime is when the kernel received the datagram (SO_TIMESTAMPNS,
+	// Unix nanoseconds), 0 when unknown. The transport subtracts the time
+	// a datagram waited for its poll loop from RTT samples.
+	RxTime int64
+	buf    []byte // full-capacity buffer
 }
 
 // Reset makes p's buffer empty with full capacity, for appending.

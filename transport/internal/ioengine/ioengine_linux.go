@@ -12,7 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const oobSize = 64
+// oobSize holds the receive control messages: TOS (24 bytes), RXQ_OVFL
+// (24) and TIMESTAMPNS (32).
+const oobSize = 128
 
 func tuneSocket(conn *net.UDPConn, cfg *Config) error {
 	rc, err := conn.SyscallConn()
@@ -35,6 +37,9 @@ func tuneSocket(conn *net.UDPConn, cfg *Config) error {
 			}
 		}
 		if e := unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1); e != nil {
+			errs = append(errs, e)
+		}
+		if e := unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); e != nil {
 			errs = append(errs, e)
 		}
 		if cfg.ECN {
@@ -145,7 +150,7 @@ func (r *rawBatcher) read(b *Batch, block bool) (int, error) {
 		pk.Buf = pk.buf[:l]
 		bytes += uint64(l)
 		pk.Addr = sockaddrToAddrPort(&r.rname[i])
-		pk.TOS = 0
+		pk.TOS, pk.RxTime = 0, 0
 		r.parseOOB(pk, r.roob[i*oobSize:i*oobSize+int(r.rhdr[i].Hdr.Controllen)])
 	}
 	r.port.c.rxBytes.Add(bytes)
@@ -165,6 +170,9 @@ func (r *rawBatcher) parseOOB(pk *Packet, oob []byte) {
 			pk.TOS = data[0]
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
 			pk.TOS = byte(binary.NativeEndian.Uint32(data))
+		case h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && len(data) >= 16:
+			ts := (*unix.Timespec)(unsafe.Pointer(&data[0]))
+			pk.RxTime = ts.Nano()
 		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
 			drops := uint64(binary.NativeEndian.Uint32(data))
 			for {

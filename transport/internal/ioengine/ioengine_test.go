@@ -57,6 +57,8 @@ func TestSendReceive(t *testing.T) {
 				seen := make([]bool, total)
 				var mu sync.Mutex
 				var tosOK atomic.Bool
+				var badTime atomic.Int64 // raw engine: kernel timestamps outside the test
+				start := time.Now().UnixNano()
 				run(t, rx, func(b *Batch) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -68,6 +70,9 @@ func TestSendReceive(t *testing.T) {
 						seen[binary.BigEndian.Uint32(pk.Buf)] = true
 						if pk.TOS&3 == ECNECT0 {
 							tosOK.Store(true)
+						}
+						if !portable && (pk.RxTime < start || pk.RxTime > time.Now().UnixNano()) {
+							badTime.Add(1)
 						}
 						got.Add(1)
 					}
@@ -91,6 +96,9 @@ func TestSendReceive(t *testing.T) {
 				waitFor(t, func() bool { return got.Load() >= total*9/10 })
 				if !portable && !tosOK.Load() {
 					t.Error("ECT(0) not seen on received datagrams")
+				}
+				if n := badTime.Load(); n > 0 {
+					t.Errorf("%d datagrams without a kernel receive time inside the test", n)
 				}
 				st := tx.Stats()
 				if st.TxPackets != total || st.TxBytes != total*1000 {

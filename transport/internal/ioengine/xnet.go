@@ -47,7 +47,7 @@ func (x *xnetBatcher) read(b *Batch, block bool) (int, error) {
 	for i := 0; i < n; i++ {
 		pk := &b.Pkts[i]
 		pk.Buf = pk.buf[:x.rx[i].N]
-		pk.TOS = 0
+		pk.TOS, pk.RxTime = 0, 0
 		if ua, ok := x.rx[i].Addr.(*net.UDPAddr); ok {
 			pk.Addr = ua.AddrPort()
 		}

@@ -9,12 +9,14 @@ import (
 
 // Sizes of ACK parts.
 const (
-	AckHeaderSize      = 28
-	AckBlockHeaderSize = 16
+	AckHeaderSize      = 24
+	AckBlockHeaderSize = 20
 	// MaxSackWords is the largest SACK bitmap in 64-bit words (512 bits).
 	MaxSackWords = 8
 	// SackBits is the bitmap size receivers send: 256 bits.
 	SackBits = 256
+	// MaxAckDelay is the largest encodable PathAck.AckDelay.
+	MaxAckDelay = time.Duration(1<<32 - 1)
 )
 
 // PathAck acknowledges the packets received on one path.
@@ -27,6 +29,11 @@ type PathAck struct {
 	Largest protocol.PacketNumber
 	// ECNCE is the count of CE-marked packets received on the path so far.
 	ECNCE uint32
+	// AckDelay is how long the receiver held Largest before sending this
+	// block, from its kernel receive time (nanosecond resolution, at most
+	// MaxAckDelay): the sender removes the receiver's share from its RTT
+	// sample so congestion control sees the fabric's delay.
+	AckDelay time.Duration
 	// Words is the number of bitmap words in use (0..MaxSackWords).
 	Words uint8
 	// Bitmap bit i set means packet Largest-1-i was received: the SACK
@@ -60,7 +67,6 @@ type Ack struct {
 	DstConnID protocol.ConnectionID
 	MaxData   protocol.ByteCount
 	RateGrant protocol.Rate
-	AckDelay  time.Duration // microsecond resolution
 	Blocks    []PathAck
 }
 
@@ -75,14 +81,16 @@ func ParseAck(b []byte, blocks []PathAck) (Ack, error) {
 		return Ack{}, errf("short ACK header")
 	}
 	a := Ack{
-		Flags:     body[1] & 0xf0,
+		Flags:     body[1],
 		DstConnID: protocol.ConnectionID(binary.BigEndian.Uint32(body[4:])),
 		MaxData:   protocol.ByteCount(binary.BigEndian.Uint64(body[8:])),
 		RateGrant: protocol.Rate(binary.BigEndian.Uint64(body[16:])),
-		AckDelay:  time.Duration(binary.BigEndian.Uint32(body[24:])) * time.Microsecond,
 	}
 	if a.MaxData < 0 {
 		return Ack{}, errf("ACK max data overflows")
+	}
+	if a.Flags&^FlagNAK != 0 {
+		return Ack{}, errf("ACK reserved flags set")
 	}
 	n := int(binary.BigEndian.Uint16(body[2:]))
 	p := body[AckHeaderSize:]
@@ -97,6 +105,7 @@ func ParseAck(b []byte, blocks []PathAck) (Ack, error) {
 			Cumulative: protocol.PacketNumber(binary.BigEndian.Uint32(p[4:])),
 			Largest:    protocol.PacketNumber(binary.BigEndian.Uint32(p[8:])),
 			ECNCE:      binary.BigEndian.Uint32(p[12:]),
+			AckDelay:   time.Duration(binary.BigEndian.Uint32(p[16:])),
 		}
 		if blk.Words > MaxSackWords {
 			return Ack{}, errf("ACK block %d has %d SACK words", i, blk.Words)
@@ -135,19 +144,11 @@ func (a *Ack) Length() protocol.ByteCount {
 // Append appends the encoded packet to b.
 func (a *Ack) Append(b []byte) []byte {
 	start := len(b)
-	b = append(b, Version, byte(TypeAck)|a.Flags&0xf0)
+	b = append(b, prefix(TypeAck), a.Flags&FlagNAK)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(a.Blocks)))
 	b = binary.BigEndian.AppendUint32(b, uint32(a.DstConnID))
 	b = binary.BigEndian.AppendUint64(b, uint64(a.MaxData))
 	b = binary.BigEndian.AppendUint64(b, uint64(a.RateGrant))
-	d := a.AckDelay / time.Microsecond
-	if d < 0 {
-		d = 0
-	}
-	if d > 1<<32-1 {
-		d = 1<<32 - 1
-	}
-	b = binary.BigEndian.AppendUint32(b, uint32(d))
 	for i := range a.Blocks {
 		blk := &a.Blocks[i]
 		w := blk.Words
@@ -159,6 +160,7 @@ func (a *Ack) Append(b []byte) []byte {
 		b = binary.BigEndian.AppendUint32(b, uint32(blk.Cumulative))
 		b = binary.BigEndian.AppendUint32(b, uint32(blk.Largest))
 		b = binary.BigEndian.AppendUint32(b, blk.ECNCE)
+		b = binary.BigEndian.AppendUint32(b, uint32(min(max(blk.AckDelay, 0), MaxAckDelay)))
 		for j := 0; j < int(w); j++ {
 			b = binary.BigEndian.AppendUint64(b, blk.Bitmap[j])
 		}

@@ -28,7 +28,7 @@ func ParseClose(b []byte) (Close, error) {
 	if len(body) < CloseHeaderSize {
 		return Close{}, errf("short CLOSE header")
 	}
-	if body[1]&0xf0 != 0 {
+	if body[1] != 0 {
 		return Close{}, errf("CLOSE flags set")
 	}
 	c := Close{
@@ -59,7 +59,7 @@ func (c *Close) Length() protocol.ByteCount {
 func (c *Close) Append(b []byte) []byte {
 	start := len(b)
 	r := c.reason()
-	b = append(b, Version, byte(TypeClose))
+	b = append(b, prefix(TypeClose), 0)
 	b = binary.BigEndian.AppendUint16(b, c.Code)
 	b = binary.BigEndian.AppendUint32(b, uint32(c.DstConnID))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(r)))

@@ -7,18 +7,25 @@ import (
 )
 
 // DataHeaderSize is the fixed part of a DATA packet before the payload.
-const DataHeaderSize = 26
+const DataHeaderSize = 22
 
 // DataOverhead is the bytes of a DATA datagram that are not payload.
 const DataOverhead = DataHeaderSize + CRCSize
 
+// MaxEntropy bounds Data.Entropy: it shares byte 1 with the flags.
+const MaxEntropy = 63
+
 // MaxDataPayload returns the payload that fits a datagram of size dgram.
 func MaxDataPayload(dgram protocol.ByteCount) protocol.ByteCount { return dgram - DataOverhead }
 
-// Data carries a piece of a message on a path.
+// Data carries a piece of a message on a path. The payload length is the
+// datagram's length less DataOverhead.
 type Data struct {
-	Flags       byte // FlagRetransmit, FlagAckNow
-	PathID      protocol.PathID
+	Flags byte // FlagRetransmit, FlagAckNow
+	// Entropy is the path's index among the sender's ports on the plane
+	// the datagram crosses (0..MaxEntropy); the receiver knows the plane
+	// from the socket it arrived on.
+	Entropy     uint8
 	DstConnID   protocol.ConnectionID
 	Seq         protocol.PacketNumber
 	MessageID   uint32
@@ -37,25 +44,22 @@ func ParseData(b []byte) (Data, error) {
 		return Data{}, errf("short DATA header")
 	}
 	d := Data{
-		Flags:       body[1] & 0xf0,
-		PathID:      protocol.PathID(binary.BigEndian.Uint16(body[2:])),
-		DstConnID:   protocol.ConnectionID(binary.BigEndian.Uint32(body[4:])),
-		Seq:         protocol.PacketNumber(binary.BigEndian.Uint32(body[8:])),
-		MessageID:   binary.BigEndian.Uint32(body[12:]),
-		Offset:      binary.BigEndian.Uint32(body[16:]),
-		TotalLength: binary.BigEndian.Uint32(body[20:]),
+		Flags:       body[1] & (FlagRetransmit | FlagAckNow),
+		Entropy:     body[1] & MaxEntropy,
+		DstConnID:   protocol.ConnectionID(binary.BigEndian.Uint32(body[2:])),
+		Seq:         protocol.PacketNumber(binary.BigEndian.Uint32(body[6:])),
+		MessageID:   binary.BigEndian.Uint32(body[10:]),
+		Offset:      binary.BigEndian.Uint32(body[14:]),
+		TotalLength: binary.BigEndian.Uint32(body[18:]),
+		Payload:     body[DataHeaderSize:],
 	}
-	n := int(binary.BigEndian.Uint16(body[24:]))
-	if len(body) != DataHeaderSize+n {
-		return Data{}, errf("DATA payload length %d, datagram has %d", n, len(body)-DataHeaderSize)
-	}
+	n := len(d.Payload)
 	if uint64(d.Offset)+uint64(n) > uint64(d.TotalLength) {
 		return Data{}, errf("DATA beyond message end")
 	}
 	if n == 0 && d.TotalLength != 0 {
 		return Data{}, errf("empty DATA")
 	}
-	d.Payload = body[DataHeaderSize:]
 	return d, nil
 }
 
@@ -67,34 +71,22 @@ func (d *Data) Length() protocol.ByteCount {
 // Append appends the encoded packet to b.
 func (d *Data) Append(b []byte) []byte {
 	start := len(b)
-	b = d.AppendHeader(b, len(d.Payload))
+	b = d.AppendHeader(b)
 	b = append(b, d.Payload...)
 	return appendCRC(b, start)
 }
 
-// AppendHeader appends the DATA header for a payload of n bytes; the caller
-// appends the payload and then calls FinishData. It lets the sender copy the
-// payload once, straight into the datagram buffer.
-func (d *Data) AppendHeader(b []byte, n int) []byte {
-	b = append(b, Version, byte(TypeData)|d.Flags&0xf0)
-	b = binary.BigEndian.AppendUint16(b, uint16(d.PathID))
+// AppendHeader appends the DATA header; the caller appends the payload and
+// then calls FinishData. It lets the sender copy the payload once, straight
+// into the datagram buffer. Entropy above MaxEntropy is truncated.
+func (d *Data) AppendHeader(b []byte) []byte {
+	b = append(b, prefix(TypeData), d.Flags&(FlagRetransmit|FlagAckNow)|d.Entropy&MaxEntropy)
 	b = binary.BigEndian.AppendUint32(b, uint32(d.DstConnID))
 	b = binary.BigEndian.AppendUint32(b, uint32(d.Seq))
 	b = binary.BigEndian.AppendUint32(b, d.MessageID)
 	b = binary.BigEndian.AppendUint32(b, d.Offset)
-	b = binary.BigEndian.AppendUint32(b, d.TotalLength)
-	return binary.BigEndian.AppendUint16(b, uint16(n))
+	return binary.BigEndian.AppendUint32(b, d.TotalLength)
 }
 
 // FinishData appends the CRC of the DATA packet that starts at b[start:].
 func FinishData(b []byte, start int) []byte { return appendCRC(b, start) }
-
-// PutDataHeaderSeq rewrites the path id, sequence number and flags of an
-// encoded DATA packet in place and refreshes its CRC.
-func PutDataHeaderSeq(pkt []byte, path protocol.PathID, seq protocol.PacketNumber, flags byte) {
-	pkt[1] = byte(TypeData) | flags&0xf0
-	binary.BigEndian.PutUint16(pkt[2:], uint16(path))
-	binary.BigEndian.PutUint32(pkt[8:], uint32(seq))
-	n := len(pkt) - CRCSize
-	binary.BigEndian.PutUint32(pkt[n:], crcOf(pkt[:n]))
-}

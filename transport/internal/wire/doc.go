@@ -9,76 +9,85 @@
 // inconsistent lengths or a bad CRC is rejected with an error wrapping
 // ErrInvalid, so callers count it and drop it.
 //
-// # Wire format, version 1
+// # Wire format, version 2
 //
 // All integers are big-endian. Every packet starts with a 2-byte prefix and
 // ends with a CRC32C (Castagnoli) of every byte before it:
 //
 //	offset size field
-//	0      1    version (1)
-//	1      1    type (low 4 bits) | flags (high 4 bits)
+//	0      1    version (2) << 4 | type
+//	1      1    flags (per type; DATA also carries its entropy index here)
 //	...         type-specific fields
 //	len-4  4    CRC32C over bytes [0, len-4)
 //
-// Types: 1 DATA, 2 ACK, 3 INIT, 4 INIT_ACK, 5 CLOSE.
+// Types: 1 DATA, 2 ACK, 3 INIT, 4 INIT_ACK, 5 CLOSE. Version 1 (a version
+// byte, then type | flags, a 2-byte path id and a payload length in DATA,
+// one ack delay per ACK) is not spoken any more: its datagrams are dropped
+// as invalid.
 //
-// DATA (26-byte header + payload + 4-byte CRC: 30 bytes of overhead, so a
-// 1472-byte datagram carries 1442 payload bytes, an 8972-byte one 8942):
+// DATA (22-byte header + payload + 4-byte CRC: 26 bytes of overhead, so a
+// 1472-byte datagram carries 1446 payload bytes, an 8972-byte one 8946):
 //
-//	0   1  version
-//	1   1  type=1 | flags (0x10 retransmission; 0x20 ack immediately,
-//	       reserved: receivers may ignore it)
-//	2   2  path id
-//	4   4  destination connection id
-//	8   4  per-path sequence number (packet number)
-//	12  4  message id
-//	16  4  offset of the payload in the message
-//	20  4  total message length
-//	24  2  payload length
-//	26  n  payload
-//	26+n 4 CRC32C
+//	0   1  0x21 (version 2, type 1)
+//	1   1  flags (0x80 retransmission; 0x40 ack immediately, a hint
+//	       receivers may ignore) | entropy index (low 6 bits, 0..63)
+//	2   4  destination connection id
+//	6   4  per-path sequence number (packet number)
+//	10  4  message id
+//	14  4  offset of the payload in the message
+//	18  4  total message length
+//	22  n  payload: the rest of the datagram before the CRC
+//	22+n 4 CRC32C
 //
+// A path is (plane, entropy index): the receiver knows the plane from the
+// socket the datagram arrived on (planes are separate networks), so only
+// the entropy index travels. ACK blocks name the path as plane<<8 | entropy.
 // The receiver places the payload at offset in the message's buffer as soon
 // as it arrives, in any order; the message is complete when total length
 // bytes have arrived. Both ends cut messages into chunks of the same size,
-// min(both max datagram sizes) - 30 bytes, so offset is a multiple of it and
-// every chunk but a message's last is full; message ids count up from 0 per
-// connection and direction (an empty message is one DATA with length 0).
-// Path ids are plane<<8 | entropy index in this implementation; receivers
-// treat them as opaque.
+// min(both max datagram sizes) - 26 bytes, so offset is a multiple of it and
+// every chunk but a message's last is full (the receiver checks both);
+// message ids count up from 0 per connection and direction (an empty
+// message is one DATA with length 0).
 //
-// ACK (28-byte header, then path blocks, then CRC):
+// ACK (24-byte header, then path blocks, then CRC):
 //
-//	0   1  version
-//	1   1  type=2 | flags (0x10 NAK: go-back-N receiver saw a gap)
+//	0   1  0x22 (version 2, type 2)
+//	1   1  flags (0x10 NAK: go-back-N receiver saw a gap; others 0)
 //	2   2  number of path blocks
 //	4   4  destination connection id
 //	8   8  max data: cumulative count of new data bytes the receiver accepts
 //	16  8  rate grant: bytes/s this sender may send to the receiver (0 = no cap)
-//	24  4  ack delay in microseconds (time the newest acknowledged packet waited)
-//	28  …  path blocks, each:
-//	       0  2  path id
+//	24  …  path blocks, each:
+//	       0  2  path id (plane << 8 | entropy index)
 //	       2  1  SACK words w (0..8, 64-bit words: up to 512 bits)
 //	       3  1  reserved (0)
 //	       4  4  cumulative: every packet number below it was received
 //	       8  4  largest packet number received on the path (≥ cumulative-1)
 //	       12 4  ECN echo: count of CE-marked packets received on the path
-//	       16 8w SACK bitmap: bit i (word i/64, bit i%64 from the LSB) set
+//	       16 4  ack delay in nanoseconds: how long the receiver held the
+//	             largest packet, from its kernel receive time, before
+//	             sending this block (saturates at 2^32-1)
+//	       20 8w SACK bitmap: bit i (word i/64, bit i%64 from the LSB) set
 //	             means packet number largest-1-i was received (receivers
 //	             send 4 words: 256 bits). Anchoring the window at the newest
 //	             packet keeps it moving past holes whose data was resent on
 //	             another path with a new packet number.
 //	len-4 4 CRC32C
 //
-// An ACK with no blocks is a keepalive.
+// An ACK with no blocks is a keepalive. The sender takes an RTT sample
+// from a block whose largest packet is newly acknowledged: the time from
+// sending it to the kernel's receipt of the ACK, less the block's ack
+// delay, is the fabric's round trip without either endpoint's scheduling
+// delays; congestion control reacts to that (see package congestion).
 //
 // INIT / INIT_ACK (24 bytes + CRC). The dialer sends an INIT on every plane
 // from its receive socket there; the acceptor takes the dialer's address on
 // a plane from the source of the INIT that crossed it, and answers each with
 // an INIT_ACK on the same plane:
 //
-//	0   1  version
-//	1   1  type=3 (INIT) or 4 (INIT_ACK)
+//	0   1  0x23 (INIT) or 0x24 (INIT_ACK)
+//	1   1  reserved (0)
 //	2   1  mode (1 multipath, 2 gbn)
 //	3   1  plane index the packet is sent on
 //	4   1  number of planes of the sender
@@ -91,8 +100,8 @@
 //
 // CLOSE (10-byte header, reason, CRC):
 //
-//	0   1  version
-//	1   1  type=5
+//	0   1  0x25 (version 2, type 5)
+//	1   1  reserved (0)
 //	2   2  error code (0 = normal close)
 //	4   4  destination connection id
 //	8   2  reason length r

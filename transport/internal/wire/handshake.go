@@ -35,7 +35,7 @@ func ParseHandshake(b []byte) (Handshake, error) {
 		return Handshake{}, errf("handshake length %d", len(b))
 	}
 	h := Handshake{
-		Type:            Type(body[1] & 0x0f),
+		Type:            Type(body[0] & 0x0f),
 		Mode:            protocol.Mode(body[2]),
 		Plane:           body[3],
 		Planes:          body[4],
@@ -44,7 +44,7 @@ func ParseHandshake(b []byte) (Handshake, error) {
 		MaxDatagramSize: protocol.ByteCount(binary.BigEndian.Uint16(body[6:])),
 		MaxData:         protocol.ByteCount(binary.BigEndian.Uint64(body[16:])),
 	}
-	if body[1]&0xf0 != 0 || body[5] != 0 {
+	if body[1] != 0 || body[5] != 0 {
 		return Handshake{}, errf("handshake reserved bits set")
 	}
 	if h.Mode != protocol.ModeMultipath && h.Mode != protocol.ModeGBN {
@@ -68,7 +68,7 @@ func (h *Handshake) Length() protocol.ByteCount { return HandshakeSize }
 // Append appends the encoded packet to b.
 func (h *Handshake) Append(b []byte) []byte {
 	start := len(b)
-	b = append(b, Version, byte(h.Type)&0x0f, byte(h.Mode), h.Plane, h.Planes, 0)
+	b = append(b, prefix(h.Type), 0, byte(h.Mode), h.Plane, h.Planes, 0)
 	b = binary.BigEndian.AppendUint16(b, uint16(h.MaxDatagramSize))
 	b = binary.BigEndian.AppendUint32(b, uint32(h.DstConnID))
 	b = binary.BigEndian.AppendUint32(b, uint32(h.SrcConnID))

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/multiplane/multiplane/transport/internal/protocol"
 )
 
-// Version is the wire format version this package speaks.
-const Version = 1
+// Version is the wire format version this package speaks. It is the high
+// nibble of a packet's first byte; the type is the low nibble.
+const Version = 2
 
 // ErrInvalid is wrapped by every parse error.
 var ErrInvalid = errors.New("wire: invalid packet")
@@ -41,12 +44,15 @@ func (t Type) String() string {
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
-// Flag bits (high nibble of byte 1).
+// Flag bits (byte 1).
 const (
-	FlagRetransmit byte = 0x10 // DATA: this packet resends data sent before
-	FlagAckNow     byte = 0x20 // DATA: the receiver should acknowledge at once
+	FlagRetransmit byte = 0x80 // DATA: this packet resends data sent before
+	FlagAckNow     byte = 0x40 // DATA: the receiver should acknowledge at once
 	FlagNAK        byte = 0x10 // ACK: go-back-N receiver saw an out-of-order packet
 )
+
+// prefix returns the first byte of a packet of type t.
+func prefix(t Type) byte { return Version<<4 | byte(t)&0x0f }
 
 // CRCSize is the size of the trailing checksum.
 const CRCSize = 4
@@ -58,16 +64,16 @@ func errf(format string, args ...any) error {
 }
 
 // PeekType checks the length and version of a datagram and returns its
-// type and flags, for dispatch. It does not verify the CRC: the Parse
-// function of the type does, so each datagram is checksummed once.
-func PeekType(b []byte) (Type, byte, error) {
+// type, for dispatch. It does not verify the CRC: the Parse function of the
+// type does, so each datagram is checksummed once.
+func PeekType(b []byte) (Type, error) {
 	if len(b) < 2+CRCSize {
-		return 0, 0, errf("short datagram (%d bytes)", len(b))
+		return 0, errf("short datagram (%d bytes)", len(b))
 	}
-	if b[0] != Version {
-		return 0, 0, errf("version %d", b[0])
+	if b[0]>>4 != Version {
+		return 0, errf("version %d", b[0]>>4)
 	}
-	return Type(b[1] & 0x0f), b[1] & 0xf0, nil
+	return Type(b[0] & 0x0f), nil
 }
 
 // checkFrame verifies length, version and CRC.
@@ -75,8 +81,11 @@ func checkFrame(b []byte) error {
 	if len(b) < 2+CRCSize {
 		return errf("short datagram (%d bytes)", len(b))
 	}
-	if b[0] != Version {
-		return errf("version %d", b[0])
+	if len(b) > int(protocol.MaxDatagramSize) {
+		return errf("datagram of %d bytes, at most %d", len(b), protocol.MaxDatagramSize)
+	}
+	if b[0]>>4 != Version {
+		return errf("version %d", b[0]>>4)
 	}
 	n := len(b) - CRCSize
 	if crc32.Checksum(b[:n], castagnoli) != binary.BigEndian.Uint32(b[n:]) {
@@ -90,7 +99,7 @@ func checkTyped(b []byte, want, alt Type) ([]byte, error) {
 	if err := checkFrame(b); err != nil {
 		return nil, err
 	}
-	if t := Type(b[1] & 0x0f); t != want && t != alt {
+	if t := Type(b[0] & 0x0f); t != want && t != alt {
 		return nil, errf("type %d, want %d", uint8(t), uint8(want))
 	}
 	return b[:len(b)-CRCSize], nil

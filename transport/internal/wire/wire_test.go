@@ -17,14 +17,14 @@ type packet interface {
 }
 
 func samplePackets() map[string]packet {
-	ack := &Ack{Flags: FlagNAK, DstConnID: 7, MaxData: 1 << 40, RateGrant: 25 * protocol.Mbps, AckDelay: 1234 * time.Microsecond}
+	ack := &Ack{Flags: FlagNAK, DstConnID: 7, MaxData: 1 << 40, RateGrant: 25 * protocol.Mbps}
 	ack.Blocks = []PathAck{
-		{PathID: 3, Cumulative: 100, Largest: 400, ECNCE: 9, Words: 4, Bitmap: [MaxSackWords]uint64{1, 0, 1 << 63, 5}},
-		{PathID: 65535, Cumulative: 0xfffffff0, Largest: 0xffffffef, Words: 0},
+		{PathID: 3, Cumulative: 100, Largest: 400, ECNCE: 9, AckDelay: 1234 * time.Microsecond, Words: 4, Bitmap: [MaxSackWords]uint64{1, 0, 1 << 63, 5}},
+		{PathID: 65535, Cumulative: 0xfffffff0, Largest: 0xffffffef, AckDelay: MaxAckDelay, Words: 0},
 		{PathID: 1, Cumulative: 5, Largest: 1000, Words: 8, Bitmap: [MaxSackWords]uint64{1, 2, 3, 4, 5, 6, 7, 8}},
 	}
 	return map[string]packet{
-		"data":        &Data{Flags: FlagRetransmit, PathID: 17, DstConnID: 0xdeadbeef, Seq: 42, MessageID: 9, Offset: 1442, TotalLength: 100000, Payload: bytes.Repeat([]byte{0xab}, 1442)},
+		"data":        &Data{Flags: FlagRetransmit | FlagAckNow, Entropy: MaxEntropy, DstConnID: 0xdeadbeef, Seq: 42, MessageID: 9, Offset: 1442, TotalLength: 100000, Payload: bytes.Repeat([]byte{0xab}, 1442)},
 		"data-empty":  &Data{DstConnID: 1, MessageID: 2},
 		"ack":         ack,
 		"keepalive":   &Ack{DstConnID: 7},
@@ -37,7 +37,7 @@ func samplePackets() map[string]packet {
 
 // parseAny parses b with the parser of its type and re-encodes the result.
 func parseAny(b []byte) ([]byte, error) {
-	t, _, err := PeekType(b)
+	t, err := PeekType(b)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +105,13 @@ func TestTruncatedRejected(t *testing.T) {
 					t.Fatalf("prefix of %d/%d bytes accepted (err %v)", n, len(b), err)
 				}
 				// Also with a valid CRC over the truncated body: the length
-				// fields must catch it.
+				// fields must catch it. A DATA payload's length is the
+				// datagram's, so a shorter payload is a valid packet (the
+				// receiver checks it against the chunk size).
 				if n < 2 || n >= len(b)-CRCSize {
+					continue
+				}
+				if _, ok := p.(*Data); ok && n >= DataHeaderSize {
 					continue
 				}
 				fixed := append([]byte(nil), b[:n]...)
@@ -147,18 +152,31 @@ func TestPathAckReceived(t *testing.T) {
 	}
 }
 
-func TestPutDataHeaderSeq(t *testing.T) {
-	d := &Data{PathID: 1, DstConnID: 2, Seq: 3, MessageID: 4, TotalLength: 3, Payload: []byte("abc")}
+func TestDataFields(t *testing.T) {
+	d := &Data{Flags: FlagAckNow, Entropy: 5, DstConnID: 2, Seq: 3, MessageID: 4, Offset: 7, TotalLength: 10, Payload: []byte("abc")}
 	b := d.Append(nil)
-	PutDataHeaderSeq(b, 9, 99, FlagRetransmit)
+	if len(b) != DataOverhead+3 {
+		t.Fatalf("%d bytes, want %d", len(b), DataOverhead+3)
+	}
 	got, err := ParseData(b)
-	if err != nil || got.PathID != 9 || got.Seq != 99 || got.Flags != FlagRetransmit || string(got.Payload) != "abc" {
+	if err != nil || got.Entropy != 5 || got.Flags != FlagAckNow || got.Seq != 3 || got.Offset != 7 || string(got.Payload) != "abc" {
 		t.Fatalf("got %+v, %v", got, err)
+	}
+	// Payload past the message end.
+	d.Offset = 8
+	if _, err := ParseData(d.Append(nil)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("DATA beyond its message accepted: %v", err)
+	}
+	// Another version.
+	b[0] = 1<<4 | byte(TypeData)
+	b = binary.BigEndian.AppendUint32(b[:len(b)-CRCSize], crcOf(b[:len(b)-CRCSize]))
+	if _, err := PeekType(b); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("version 1 accepted: %v", err)
 	}
 }
 
 func BenchmarkParseData(b *testing.B) {
-	d := &Data{PathID: 1, DstConnID: 2, Seq: 3, MessageID: 4, TotalLength: 1442, Payload: make([]byte, 1442)}
+	d := &Data{Entropy: 1, DstConnID: 2, Seq: 3, MessageID: 4, TotalLength: 1446, Payload: make([]byte, 1446)}
 	pkt := d.Append(nil)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(pkt)))
@@ -174,7 +192,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(p.Append(nil))
 	}
 	f.Add([]byte{})
-	f.Add([]byte{1, 2, 0, 0})
+	f.Add([]byte{Version<<4 | 2, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out, err := parseAny(b)
 		if err != nil {
@@ -210,4 +228,15 @@ func FuzzParseUnchecked(f *testing.F) {
 			t.Fatalf("accepted packet does not re-encode identically:\n in %x\nout %x", b, out)
 		}
 	})
+}
+
+func TestOversizedRejected(t *testing.T) {
+	d := &Data{DstConnID: 1, TotalLength: 9000, Payload: make([]byte, int(protocol.MaxDatagramSize)-DataOverhead+1)}
+	if _, err := ParseData(d.Append(nil)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("DATA datagram over %d bytes accepted: %v", protocol.MaxDatagramSize, err)
+	}
+	d.Payload = d.Payload[:len(d.Payload)-1]
+	if _, err := ParseData(d.Append(nil)); err != nil {
+		t.Fatalf("largest DATA datagram rejected: %v", err)
+	}
 }
