@@ -10,6 +10,7 @@ import (
 	"github.com/multiplane/multiplane/transport/internal/congestion"
 	"github.com/multiplane/multiplane/transport/internal/ioengine"
 	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
 )
 
 // Typed units, shared with the internal packages.
@@ -117,6 +118,11 @@ const MaxPlanes = 64
 
 // MaxEntropy bounds PlanePaths.Entropy.
 const MaxEntropy = 64
+
+// DataOverhead is the bytes of each data datagram's UDP payload that are
+// not message bytes (header and CRC): a datagram of MaxDatagramSize bytes
+// carries MaxDatagramSize - DataOverhead bytes of a message.
+const DataOverhead = wire.DataOverhead
 
 func (ps PathSet) validate(planes int) error {
 	if len(ps.Planes) == 0 {

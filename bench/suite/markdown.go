@@ -6,7 +6,17 @@ import (
 	"strings"
 
 	"github.com/multiplane/multiplane/bench"
+	"github.com/multiplane/multiplane/transport"
 )
+
+// lineShare is the largest fraction of the shaper's Ethernet-frame rate
+// that messages of size bytes can fill at this MTU: each datagram adds the
+// transport's overhead, UDP and IPv4 (28) and Ethernet (14) headers.
+func lineShare(size, mtu int) float64 {
+	payload := mtu - 28 - transport.DataOverhead
+	datagrams := max(1, (size+payload-1)/payload)
+	return float64(size) / float64(size+datagrams*(transport.DataOverhead+28+14))
+}
 
 // WriteMarkdown writes the report as docs/benchmarks/transport.md.
 func WriteMarkdown(w io.Writer, rep *Report) error {
@@ -17,8 +27,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		rep.Start.UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "Each figure is the **median of %d runs** of %v each: goodput = message bytes the server verified (CRC32C per message) "+
 		"divided by the client's time from first send to the server's result. %% line = goodput / (planes × per-plane rate); "+
-		"the rate is the Ethernet-frame rate of the switch shaper, so headers alone keep TCP at ≈ 95.6%% (MTU 1500) or ≈ 99.3%% (MTU 9000).\n\n",
-		c.Runs, c.Duration)
+		"the rate is the Ethernet-frame rate of the switch shaper, so headers alone keep TCP at ≈ 95.6%% (MTU 1500) or ≈ 99.3%% (MTU 9000), "+
+		"and multipath/gbn, whose datagrams carry %d bytes of header and CRC and %d-byte messages, at %.1f%% (MTU 1500) or %.1f%% (MTU 9000).\n\n",
+		c.Runs, c.Duration, transport.DataOverhead, c.Size, 100*lineShare(c.Size, 1500), 100*lineShare(c.Size, 9000))
 	fmt.Fprintf(&b, "![goodput as %% of line rate](transport.png)\n\n")
 
 	fmt.Fprintf(&b, "## Goodput\n\n")

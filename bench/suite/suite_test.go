@@ -105,3 +105,13 @@ func TestSmokeTCP(t *testing.T) {
 		t.Fatalf("raw files: %v", m)
 	}
 }
+
+func TestLineShare(t *testing.T) {
+	// 64 KiB over 1446-byte payloads: 46 datagrams of 68 bytes of headers.
+	if got, want := lineShare(65536, 1500), 65536.0/(65536+46*68); got != want {
+		t.Fatalf("lineShare(65536, 1500) = %v, want %v", got, want)
+	}
+	if got := lineShare(65536, 9000); got < 0.99 || got > 0.993 {
+		t.Fatalf("lineShare(65536, 9000) = %v", got)
+	}
+}
