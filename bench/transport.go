@@ -27,7 +27,8 @@ type Conn interface {
 	// returns.
 	Send(ctx context.Context, msg []byte) error
 	// Recv returns the next whole message, in buf when it fits; io.EOF
-	// when the peer closed.
+	// when the peer closed. Passing the previous message back as buf hands
+	// it back: the transport may reuse its memory.
 	Recv(ctx context.Context, buf []byte) ([]byte, error)
 	Close() error
 }
