@@ -2,9 +2,11 @@ package suite
 
 import (
 	"bufio"
+	"hash/crc32"
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +20,29 @@ type Machine struct {
 	Hostname  string
 	LoadStart string // /proc/loadavg 1, 5, 15 min when the suite started
 	LoadEnd   string // and when it ended
+	// ProbeStart and ProbeEnd time a fixed single-threaded workload
+	// (CPUProbe) when the suite started and ended: on a shared VM the CPU
+	// speed itself varies, and every figure here is CPU-bound.
+	ProbeStart, ProbeEnd time.Duration
 }
+
+// CPUProbe times a fixed workload: CRC32C over 4 GiB, on one core.
+func CPUProbe() time.Duration {
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	start := time.Now()
+	var sum uint32
+	for range 4096 {
+		sum = crc32.Update(sum, tab, buf)
+	}
+	probeSink = sum
+	return time.Since(start)
+}
+
+var probeSink uint32
 
 // LoadAvg returns the 1, 5 and 15 minute load averages ("" if unknown).
 func LoadAvg() string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/multiplane/multiplane/bench"
 	"github.com/multiplane/multiplane/transport"
@@ -176,6 +177,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	}
 	if m.LoadStart != "" {
 		fmt.Fprintf(&b, "- Load average (1/5/15 min) at start %s, at end %s: anything above ~1 means other work shared the CPUs during the runs.\n", m.LoadStart, m.LoadEnd)
+	}
+	if m.ProbeStart > 0 {
+		fmt.Fprintf(&b, "- CPU speed probe (CRC32C of 4 GiB on one core; lower is faster) at start %v, at end %v: on a shared VM this varies, and so does every figure above.\n",
+			m.ProbeStart.Round(time.Millisecond), m.ProbeEnd.Round(time.Millisecond))
 	}
 	fmt.Fprintf(&b, "- Everything (both hosts' stacks, the bridges and shapers, the bench processes) shares these CPUs; "+
 		"at several hundred Mbit/s the machine is CPU-bound, so figures are lower bounds of what the fabric allows.\n")

@@ -184,6 +184,7 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Config: cfg, Machine: DescribeMachine(), Start: time.Now()}
 	rep.Machine.LoadStart = LoadAvg()
+	rep.Machine.ProbeStart = CPUProbe()
 	if gone, err := netns.CleanupStale(ctx); err == nil && len(gone) > 0 {
 		cfg.Logger.Info("removed stale namespaces", "names", gone)
 	}
@@ -213,6 +214,7 @@ scenarios:
 	}
 	rep.End = time.Now()
 	rep.Machine.LoadEnd = LoadAvg()
+	rep.Machine.ProbeEnd = CPUProbe()
 	rep.Figures = figures(&cfg, runs)
 	return rep, runErr
 }

@@ -115,3 +115,9 @@ func TestLineShare(t *testing.T) {
 		t.Fatalf("lineShare(65536, 9000) = %v", got)
 	}
 }
+
+func TestCPUProbe(t *testing.T) {
+	if d := CPUProbe(); d <= 0 || d > time.Minute {
+		t.Fatalf("CPU probe took %v", d)
+	}
+}
