@@ -634,6 +634,23 @@ func (c *Conn) buildClose() []outBatch {
 	return obs
 }
 
+// flushData sends data batches taken from c.out, after any batches taken
+// before them (txMu is taken before mu is released), and gives the slice
+// back for reuse. c.mu is held on entry and released on return.
+func (c *Conn) flushData(out []outBatch) {
+	c.txMu.Lock()
+	c.mu.Unlock()
+	for _, ob := range out {
+		c.flushOne(ob)
+	}
+	c.txMu.Unlock()
+	c.mu.Lock()
+	if c.out == nil {
+		c.out = out[:0]
+	}
+	c.mu.Unlock()
+}
+
 func (c *Conn) flushOne(ob outBatch) {
 	if ob.batch == nil {
 		return

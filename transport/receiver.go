@@ -214,22 +214,12 @@ func (c *Conn) afterBatch(now time.Time, pl *plane) {
 		c.lastSend = now
 	}
 	if len(data) > 0 {
-		c.txMu.Lock()
+		c.flushData(data)
+	} else {
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
 	for _, ob := range obs[:nob] {
 		c.flushOne(ob)
-	}
-	if len(data) > 0 {
-		for _, ob := range data {
-			c.flushOne(ob)
-		}
-		c.txMu.Unlock()
-		c.mu.Lock()
-		if c.out == nil {
-			c.out = data[:0]
-		}
-		c.mu.Unlock()
 	}
 	if wake {
 		c.wakeSender()

@@ -49,17 +49,7 @@ func (c *Conn) sendLoop() {
 		if n > 0 {
 			c.lastSend = now
 		}
-		c.txMu.Lock()
-		c.mu.Unlock()
-		for _, ob := range out {
-			c.flushOne(ob)
-		}
-		c.txMu.Unlock()
-		c.mu.Lock()
-		if c.out == nil {
-			c.out = out[:0]
-		}
-		c.mu.Unlock()
+		c.flushData(out)
 		if n > 0 {
 			continue
 		}
