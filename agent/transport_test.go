@@ -139,7 +139,8 @@ func TestCollector(t *testing.T) {
 	waitFor(t, wait, "the rejection counted", func() bool { return a.ctr.rejected.Load() == 1 })
 	putDoc(t, s.Client, doc("host-a", 2))
 	putGen(t, s.Client, 2)
-	waitFor(t, wait, "generation 2 applied", func() bool { return rec.last() == 2 })
+	// The counter is bumped after the applier returns: wait for both.
+	waitFor(t, wait, "generation 2 applied and counted", func() bool { return rec.last() == 2 && a.ctr.appliesEtcd.Load() == 1 })
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func Start(ctx context.Context, o Options) (*Proc, error) {
 		}
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("fabricdproc: fabricd exited at start; see %s", o.LogPath)
+			return nil, fmt.Errorf("fabricdproc: fabricd exited at start (%v); %s ends with:\n%s", cmd.ProcessState, o.LogPath, logTail(o.LogPath, 20))
 		case <-ctx.Done():
 			p.Stop()
 			return nil, ctx.Err()
@@ -159,4 +159,18 @@ func (p *Proc) Stop() {
 func (p *Proc) Kill() {
 	p.cmd.Process.Kill()
 	<-p.done
+}
+
+// logTail returns the last n lines of the file at path, for error messages
+// (a test's log file is gone with its temporary directory).
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
