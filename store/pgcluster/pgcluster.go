@@ -681,6 +681,10 @@ func (c *Cluster) prepareSocketDir(id identity) (string, error) {
 
 func socketName() string { return "/.s.PGSQL." + strconv.Itoa(Port) }
 
+// orphanWait bounds how long start waits for the processes of a killed
+// postmaster to exit.
+const orphanWait = 15 * time.Second
+
 // clearStalePid handles a postmaster.pid left behind by a postgres that was
 // killed. If its process is alive and a postgres, or any process still works
 // in the cluster directory, the cluster is running: ErrAlreadyRunning.
@@ -699,8 +703,14 @@ func (c *Cluster) clearStalePid() error {
 	if pid > 0 && processAlive(pid) && isPostgres(pid) {
 		return fmt.Errorf("%w: postmaster pid %d (from %s); stop it first", ErrAlreadyRunning, pid, pidFile)
 	}
-	if users := processesIn(c.pgData); len(users) > 0 {
-		return fmt.Errorf("%w: postmaster pid %d is gone but processes %v still use %s; wait for them to exit or kill them", ErrAlreadyRunning, pid, users, c.pgData)
+	// A killed postmaster's children exit by themselves once they notice
+	// it is gone; on a loaded machine that can take a moment.
+	users := processesIn(c.pgData)
+	for deadline := time.Now().Add(orphanWait); len(users) > 0 && time.Now().Before(deadline); users = processesIn(c.pgData) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("%w: postmaster pid %d is gone but processes %v still use %s after %v; wait for them to exit or kill them", ErrAlreadyRunning, pid, users, c.pgData, orphanWait)
 	}
 	c.logger.Info("removing stale postmaster.pid", "path", pidFile, "pid", pid)
 	if err := os.Remove(pidFile); err != nil {

@@ -520,3 +520,34 @@ func TestAsUnprivilegedUser(t *testing.T) {
 		}
 	}
 }
+
+// The children of a killed postmaster may outlive it for a moment; a start
+// in that window waits for them instead of refusing.
+func TestStaleClusterWaitsForOrphans(t *testing.T) {
+	dir := t.TempDir()
+	c := &Cluster{pgData: dir, socketDir: dir, logger: testenv.Logger(t)}
+	// A postmaster.pid whose process is gone: a pid that just exited.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "postmaster.pid"), []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	orphan := exec.Command("sleep", "1")
+	orphan.Dir = dir
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go orphan.Wait() // reaped when it exits
+	start := time.Now()
+	if err := c.clearStalePid(); err != nil {
+		t.Fatalf("clearStalePid with an orphan exiting in 1s: %v", err)
+	}
+	if el := time.Since(start); el < 500*time.Millisecond {
+		t.Fatalf("returned after %v, before the orphan exited", el)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "postmaster.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale postmaster.pid not removed: %v", err)
+	}
+}
