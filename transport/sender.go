@@ -26,8 +26,13 @@ func (c *Conn) sendLoop() {
 	defer c.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	woken := false // counted under the lock the loop takes anyway
 	for {
 		c.mu.Lock()
+		if woken {
+			c.stats.wakes++
+			woken = false
+		}
 		if c.state == stateDone {
 			c.mu.Unlock()
 			return
@@ -70,9 +75,7 @@ func (c *Conn) sendLoop() {
 		timer.Reset(d)
 		select {
 		case <-c.wake:
-			c.mu.Lock()
-			c.stats.wakes++
-			c.mu.Unlock()
+			woken = true
 		case <-timer.C:
 		case <-c.doneCh:
 		}
