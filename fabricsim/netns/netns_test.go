@@ -2,6 +2,7 @@ package netns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -64,10 +65,10 @@ func udpIn(t *testing.T, f *Fabric, h int, addr netip.AddrPort) *net.UDPConn {
 	return c
 }
 
-// echoOnce reports whether a datagram from host 0 reaches host 1 on plane
+// echoWithin reports whether a datagram from host 0 reaches host 1 on plane
 // p within d. It resends every 100ms: on a lossy plane the datagram, or the
 // ARP exchange before it, may be dropped by the loss rule.
-func echoOnce(t *testing.T, f *Fabric, p int, d time.Duration) bool {
+func echoWithin(t *testing.T, f *Fabric, p int, d time.Duration) bool {
 	t.Helper()
 	rx := udpIn(t, f, 1, netip.AddrPortFrom(f.Addr(1, p), 0))
 	tx := udpIn(t, f, 0, netip.AddrPortFrom(f.Addr(0, p), 0))
@@ -84,8 +85,11 @@ func echoOnce(t *testing.T, f *Fabric, p int, d time.Duration) bool {
 		}
 		_ = rx.SetReadDeadline(rd)
 		n, from, err := rx.ReadFromUDPAddrPort(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue // resend
+		}
 		if err != nil {
-			continue
+			return false
 		}
 		if string(buf[:n]) != "hello" || from.Addr() != f.Addr(0, p) {
 			t.Fatalf("plane %d: got %q from %v", p, buf[:n], from)
@@ -99,7 +103,7 @@ func TestReachEachPlaneAndLinkDown(t *testing.T) {
 	f := start(t, Config{Hosts: 2, Planes: make([]PlaneConfig, 3), MTU: 9000})
 	ctx := testenv.Context(t)
 	for p := range 3 {
-		if !echoOnce(t, f, p, 5*time.Second) {
+		if !echoWithin(t, f, p, 5*time.Second) {
 			t.Fatalf("plane %d: no datagram across", p)
 		}
 	}
@@ -114,10 +118,10 @@ func TestReachEachPlaneAndLinkDown(t *testing.T) {
 	if err := f.SetLinkUp(ctx, 1, 1, false); err != nil {
 		t.Fatal(err)
 	}
-	if echoOnce(t, f, 1, 300*time.Millisecond) {
+	if echoWithin(t, f, 1, 300*time.Millisecond) {
 		t.Fatal("datagram crossed a down link")
 	}
-	if !echoOnce(t, f, 0, 5*time.Second) {
+	if !echoWithin(t, f, 0, 5*time.Second) {
 		t.Fatal("plane 0 affected by plane 1's link")
 	}
 	if err := f.SetLinkUp(ctx, 1, 1, true); err != nil {
@@ -125,7 +129,7 @@ func TestReachEachPlaneAndLinkDown(t *testing.T) {
 	}
 	// The link needs a moment to come back (carrier); poll with a deadline.
 	deadline := time.Now().Add(10 * time.Second)
-	for !echoOnce(t, f, 1, 200*time.Millisecond) {
+	for !echoWithin(t, f, 1, 200*time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("link did not come back")
 		}
@@ -141,7 +145,7 @@ func TestLossRuleDrops(t *testing.T) {
 	rx := udpIn(t, f, 1, netip.AddrPortFrom(f.Addr(1, 0), 0))
 	tx := udpIn(t, f, 0, netip.AddrPortFrom(f.Addr(0, 0), 0))
 	// Warm up ARP so the first datagrams are not held or lost there.
-	if !echoOnce(t, f, 0, 5*time.Second) {
+	if !echoWithin(t, f, 0, 5*time.Second) {
 		t.Fatal("no connectivity")
 	}
 	before, err := f.LossDrops(ctx, 0)
