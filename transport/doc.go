@@ -51,7 +51,7 @@
 //
 // I/O runs in per-plane poll loops with batched recvmmsg/sendmmsg (see
 // Config.PollMode; adaptive spins only within a per-process budget and
-// otherwise moderates wake-ups on busy ports); sends of equal-size datagrams to one address go out as
+// otherwise blocks); sends of equal-size datagrams to one address go out as
 // one UDP GSO send where the kernel allows it. A poll loop that processes
 // ACKs sends the data they let out itself, at the end of its batch (run to
 // completion); the connection's sender goroutine handles new messages and

@@ -564,8 +564,6 @@ type PlaneStats struct {
 	// Retransmits counts data packets sent again on the plane, over every
 	// connection (closed ones included).
 	Retransmits uint64
-	// Moderated counts wake-up moderation sleeps of the poll loop.
-	Moderated uint64
 }
 
 // TransportStats are the endpoint's counters.
@@ -594,7 +592,6 @@ func (t *Transport) Stats() TransportStats {
 			ps.TxBatches += st.TxBatches
 			ps.TxErrors += st.TxErrors
 			ps.KernelDrops += st.KernelDrops
-			ps.Moderated += st.Moderated
 		}
 		pl.mu.Unlock()
 		s.Planes = append(s.Planes, ps)

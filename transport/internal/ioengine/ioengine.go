@@ -108,11 +108,6 @@ const (
 	ECNCE     = 0x03
 )
 
-// moderationTrigger: datagrams trickling in one or two at a time less
-// than this apart mark a port as busy enough to moderate wake-ups (a
-// 1500-byte frame arrives every 120µs at 100 Mbit/s, every 60µs at 200).
-const moderationTrigger = 250 * time.Microsecond
-
 // ErrClosed is returned by operations on a closed Port.
 var ErrClosed = errors.New("ioengine: port closed")
 
@@ -128,13 +123,6 @@ type Config struct {
 	// SpinDuration is how long an adaptive loop spins without traffic
 	// before blocking (default 50µs).
 	SpinDuration time.Duration
-	// Moderation is the adaptive loop's wake-up moderation when it has no
-	// spin slot: when datagrams trickle in one or two per wake-up less than
-	// 250µs apart (a busy, paced port), the loop sleeps Moderation before
-	// the next read so they arrive in batches instead of one wake-up each
-	// (default 500µs; Go timers round it up to about 1 ms). Negative
-	// disables it.
-	Moderation time.Duration
 	// ECN marks sent datagrams ECT(0) and reads the TOS byte of received ones.
 	ECN bool
 	// GSO sends runs of equal-size datagrams to one address as one
@@ -158,9 +146,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SpinDuration <= 0 {
 		c.SpinDuration = 50 * time.Microsecond
-	}
-	if c.Moderation == 0 {
-		c.Moderation = 500 * time.Microsecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -248,15 +233,12 @@ type Stats struct {
 	KernelDrops uint64
 	// Blocks counts times the poll loop went to sleep.
 	Blocks uint64
-	// Moderated counts sleeps of the adaptive loop's wake-up moderation.
-	Moderated uint64
 }
 
 type counters struct {
 	rxPackets, rxBatches, rxBytes atomic.Uint64
 	txPackets, txBatches, txBytes atomic.Uint64
 	txErrors, kernelDrops, blocks atomic.Uint64
-	moderated                     atomic.Uint64
 }
 
 // batcher is the OS-specific batch I/O.
@@ -340,7 +322,7 @@ func (p *Port) Run(ctx context.Context, handle func(*Batch)) error {
 	defer stop()
 	b := p.pool.Get()
 	defer b.Release()
-	var lastRx, lastBatch time.Time
+	var lastRx time.Time
 	spins := 0
 	spinning := false
 	defer func() {
@@ -397,15 +379,6 @@ func (p *Port) Run(ctx context.Context, handle func(*Batch)) error {
 		p.c.rxPackets.Add(uint64(n))
 		handle(b)
 		b.Pkts = b.all[:0]
-		if p.cfg.Mode == PollAdaptive && !spinning && p.cfg.Moderation > 0 {
-			now := time.Now()
-			if n <= 2 && now.Sub(lastBatch) < moderationTrigger {
-				p.c.moderated.Add(1)
-				time.Sleep(p.cfg.Moderation)
-				now = time.Now()
-			}
-			lastBatch = now
-		}
 	}
 }
 
@@ -423,6 +396,5 @@ func (p *Port) Stats() Stats {
 		RxPackets: p.c.rxPackets.Load(), RxBatches: p.c.rxBatches.Load(), RxBytes: p.c.rxBytes.Load(),
 		TxPackets: p.c.txPackets.Load(), TxBatches: p.c.txBatches.Load(), TxBytes: p.c.txBytes.Load(),
 		TxErrors: p.c.txErrors.Load(), KernelDrops: p.c.kernelDrops.Load(), Blocks: p.c.blocks.Load(),
-		Moderated: p.c.moderated.Load(),
 	}
 }

@@ -170,9 +170,9 @@ func sendN(b *testing.B, tx *Port, dst netip.AddrPort, n int, got *atomic.Int64)
 // BenchmarkPacedReceive sends datagrams evenly spaced 60µs apart (one
 // 1500-byte frame at 200 Mbit/s, as a shaped switch port delivers them) to
 // a port and reports the process CPU per datagram and the wake-ups per
-// datagram, for blocking polling (one wake-up per datagram) and adaptive
-// polling (wake-up moderation). The sender busy-waits for its pacing in
-// both cases, so the difference is the receiver's.
+// datagram, for blocking and adaptive polling (which spins only where the
+// process has a spin slot, see SpinSlots). The sender busy-waits for its
+// pacing in both cases, so the difference is the receiver's.
 func BenchmarkPacedReceive(b *testing.B) {
 	for _, mode := range []PollMode{PollBlocking, PollAdaptive} {
 		b.Run(mode.String(), func(b *testing.B) {
