@@ -76,6 +76,7 @@ type Conn struct {
 	sendMsgs    map[uint32]*sendMsg
 	sendQ       []*sendMsg
 	nextMsgID   uint32
+	sendDone    msgWindow // messages acknowledged whole
 	retx        []retxItem
 	retxHead    int
 	gbnQ        []ackhandler.Ref
@@ -101,8 +102,7 @@ type Conn struct {
 	ackPending bool      // an ACK is deferred until ackDue
 	ackDue     time.Time // when a deferred ACK goes out (sender goroutine)
 	inMsgs     map[uint32]*recvMsg
-	doneBelow  uint32
-	doneSet    map[uint32]struct{}
+	recvDone   msgWindow // messages delivered
 	ready      [][]byte
 	readyHead  int
 	recvCh     chan struct{}
@@ -228,7 +228,8 @@ func newConn(t *Transport, mode Mode, accepted bool) *Conn {
 		sendMsgs:    map[uint32]*sendMsg{},
 		rpaths:      map[protocol.PathID]*rpath{},
 		inMsgs:      map[uint32]*recvMsg{},
-		doneSet:     map[uint32]struct{}{},
+		sendDone:    newMsgWindow(),
+		recvDone:    newMsgWindow(),
 		connPacer:   congestion.NewPacer(64 << 10),
 		curAvoid:    -1,
 	}

@@ -181,8 +181,9 @@ func TestProtocolViolationFailsLoudly(t *testing.T) {
 	a := listenT(t, Config{Local: loopbackAddrs(1)})
 	b := listenT(t, Config{Local: loopbackAddrs(1)})
 	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
-	// A well-formed DATA packet whose offset cannot be placed.
-	d := wire.Data{DstConnID: protocol.ConnectionID(cb.ID()), Entropy: 9, Seq: 0, MessageID: 3, Offset: 7, TotalLength: 100, Payload: make([]byte, 10)}
+	// A well-formed DATA packet whose chunk cannot be placed (a 100-byte
+	// message has one chunk).
+	d := wire.Data{DstConnID: protocol.ConnectionID(cb.ID()), Entropy: 9, Seq: 0, MessageID: 3, Chunk: 7, TotalLength: 100, Payload: make([]byte, 10)}
 	u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@ func (c *Conn) onData(now, at time.Time, plane int, d *wire.Data, ce bool) {
 	}
 	if c.mode == ModeGBN {
 		c.ackNow = true // go-back-N acknowledges every batch, like RoCE
-		accept, nak := rp.inorder.OnPacket(d.Seq, at)
+		accept, nak := rp.inorder.OnPacket(expandSeq(d.Seq, rp.inorder.Expected), at)
 		if nak {
 			c.nak = true
 		}
@@ -57,7 +57,7 @@ func (c *Conn) onData(now, at time.Time, plane int, d *wire.Data, ce bool) {
 			return
 		}
 	} else {
-		fresh := rp.sack.OnPacket(d.Seq, ce, at)
+		fresh := rp.sack.OnPacket(expandSeq(d.Seq, rp.sack.Next()), ce, at)
 		if rp.sack.Unacked >= ackEvery || ce {
 			c.ackNow = true
 		}
@@ -71,40 +71,22 @@ func (c *Conn) onData(now, at time.Time, plane int, d *wire.Data, ce bool) {
 	c.place(d)
 }
 
-func (c *Conn) isDone(id uint32) bool {
-	if int32(id-c.doneBelow) < 0 {
-		return true
-	}
-	_, ok := c.doneSet[id]
-	return ok
+func expandSeq(low, next protocol.PacketNumber) protocol.PacketNumber {
+	return protocol.PacketNumber(wire.Expand24(uint32(low), uint32(next)))
 }
 
-func (c *Conn) markDone(id uint32) {
-	if id != c.doneBelow {
-		c.doneSet[id] = struct{}{}
-		return
-	}
-	c.doneBelow++
-	for {
-		if _, ok := c.doneSet[c.doneBelow]; !ok {
-			return
-		}
-		delete(c.doneSet, c.doneBelow)
-		c.doneBelow++
-	}
-}
-
-// place copies a packet's payload to its offset in its message and
+// place copies a packet's payload to its chunk in its message and
 // delivers the message when it is complete.
 func (c *Conn) place(d *wire.Data) {
-	if c.isDone(d.MessageID) {
+	id := wire.Expand24(d.MessageID, c.recvDone.below)
+	if c.recvDone.done(id) {
 		c.stats.dupPkts++
 		return
 	}
-	m := c.inMsgs[d.MessageID]
+	m := c.inMsgs[id]
 	if m == nil {
 		if protocol.ByteCount(d.TotalLength) > c.cfg.MaxMessageSize {
-			c.violation(fmt.Errorf("message %d of %d bytes exceeds MaxMessageSize %d", d.MessageID, d.TotalLength, c.cfg.MaxMessageSize))
+			c.violation(fmt.Errorf("message %d of %d bytes exceeds MaxMessageSize %d", id, d.TotalLength, c.cfg.MaxMessageSize))
 			return
 		}
 		n := int((protocol.ByteCount(d.TotalLength) + c.chunk - 1) / c.chunk)
@@ -112,16 +94,16 @@ func (c *Conn) place(d *wire.Data) {
 			n = 1
 		}
 		m = &recvMsg{buf: c.t.bufs.get(int(d.TotalLength)), total: d.TotalLength, n: n, bits: make([]uint64, (n+63)/64)}
-		c.inMsgs[d.MessageID] = m
+		c.inMsgs[id] = m
 	}
-	off := protocol.ByteCount(d.Offset)
-	if d.TotalLength != m.total || off%c.chunk != 0 {
-		c.violation(fmt.Errorf("message %d: length %d/%d or offset %d inconsistent (chunk %d)", d.MessageID, d.TotalLength, m.total, off, c.chunk))
+	ci := int(d.Chunk)
+	if d.TotalLength != m.total || ci >= m.n {
+		c.violation(fmt.Errorf("message %d: length %d/%d or chunk %d of %d inconsistent", id, d.TotalLength, m.total, ci, m.n))
 		return
 	}
-	ci := int(off / c.chunk)
+	off := protocol.ByteCount(ci) * c.chunk
 	if want := min(c.chunk, protocol.ByteCount(m.total)-off); protocol.ByteCount(len(d.Payload)) != want && m.total != 0 {
-		c.violation(fmt.Errorf("message %d: %d payload bytes at offset %d, want %d", d.MessageID, len(d.Payload), off, want))
+		c.violation(fmt.Errorf("message %d: %d payload bytes at offset %d, want %d", id, len(d.Payload), off, want))
 		return
 	}
 	w, bit := ci/64, uint64(1)<<(ci%64)
@@ -133,8 +115,8 @@ func (c *Conn) place(d *wire.Data) {
 	copy(m.buf[off:], d.Payload)
 	m.got++
 	if m.got == m.n {
-		delete(c.inMsgs, d.MessageID)
-		c.markDone(d.MessageID)
+		delete(c.inMsgs, id)
+		c.recvDone.finish(id)
 		c.ready = append(c.ready, m.buf)
 		c.stats.msgsRecv++
 		c.stats.bytesRecv += uint64(m.total)

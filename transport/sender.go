@@ -170,7 +170,7 @@ func (c *Conn) fill(now time.Time) int {
 			ref, avoid, src = it.ref, it.avoid, 2
 		case len(c.sendQ) > 0:
 			m := c.sendQ[0]
-			if c.sentNew+c.chunkLen(m, m.next) > c.peerMaxData {
+			if c.sentNew+c.chunkLen(m, m.next) > c.peerMaxData || m.id-c.sendDone.below >= wire.MaxMessagesInFlight {
 				c.stats.flowBlocked++
 				return n
 			}
@@ -253,7 +253,7 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 	seq := p.sent.OnSent(now, makeRef(m.id, chunk), size)
 	d := wire.Data{
 		Entropy: uint8(p.entropy), DstConnID: c.peerID, Seq: seq,
-		MessageID: m.id, Offset: uint32(off), TotalLength: uint32(len(m.data)),
+		MessageID: m.id, Chunk: uint32(chunk), TotalLength: uint32(len(m.data)),
 	}
 	if resend {
 		d.Flags = wire.FlagRetransmit
@@ -295,6 +295,7 @@ func (c *Conn) onAcked(ref ackhandler.Ref, _ protocol.ByteCount, wasLost bool) {
 	c.stats.bytesAcked += uint64(c.chunkLen(m, chunk))
 	if m.nAcked == m.chunks {
 		delete(c.sendMsgs, id)
+		c.sendDone.finish(id)
 		c.queued -= protocol.ByteCount(len(m.data))
 		c.stats.msgsSent++
 		close(m.comp.done)

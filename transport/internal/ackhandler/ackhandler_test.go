@@ -271,3 +271,18 @@ func TestAckDelayAndFabricRTT(t *testing.T) {
 		t.Errorf("go-back-N block %+v", blk)
 	}
 }
+
+func TestReceivedNext(t *testing.T) {
+	var rp ReceivedPath
+	if rp.Next() != 0 {
+		t.Fatalf("new path expects %d, want 0", rp.Next())
+	}
+	for _, c := range []struct{ pn, next protocol.PacketNumber }{
+		{0, 1}, {3, 4}, {2, 4}, {1 << 24, 1<<24 + 1}, {5, 1<<24 + 1},
+	} {
+		rp.OnPacket(c.pn, false, time.Time{})
+		if rp.Next() != c.next {
+			t.Fatalf("after %d: Next %d, want %d", c.pn, rp.Next(), c.next)
+		}
+	}
+}

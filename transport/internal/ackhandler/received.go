@@ -56,6 +56,16 @@ func (r *ReceivedPath) shift(k uint32) {
 	}
 }
 
+// Next returns the packet number the path expects next: one past the
+// largest received (DATA carries packet numbers truncated, see
+// wire.Expand24).
+func (r *ReceivedPath) Next() protocol.PacketNumber {
+	if r.any {
+		return r.largest + 1
+	}
+	return r.cum
+}
+
 // OnPacket records packet pn, which reached the host at at (ce: it carried
 // a CE mark). It returns false for a duplicate.
 func (r *ReceivedPath) OnPacket(pn protocol.PacketNumber, ce bool, at time.Time) bool {

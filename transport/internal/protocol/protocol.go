@@ -93,6 +93,7 @@ const (
 	DefaultMaxDatagramSize ByteCount = 1472
 	// MaxDatagramSize is the largest UDP payload the transport uses (MTU 9000).
 	MaxDatagramSize ByteCount = 8972
-	// MinDatagramSize is the smallest accepted configuration.
-	MinDatagramSize ByteCount = 256
+	// MinDatagramSize is the smallest accepted configuration: its chunks
+	// keep a 4 GiB message under 2^24 chunks (DATA's 24-bit chunk index).
+	MinDatagramSize ByteCount = 512
 )

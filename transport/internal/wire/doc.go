@@ -9,50 +9,58 @@
 // inconsistent lengths or a bad CRC is rejected with an error wrapping
 // ErrInvalid, so callers count it and drop it.
 //
-// # Wire format, version 2
+// # Wire format, version 3
 //
 // All integers are big-endian. Every packet starts with a 2-byte prefix and
 // ends with a CRC32C (Castagnoli) of every byte before it:
 //
 //	offset size field
-//	0      1    version (2) << 4 | type
+//	0      1    version (3) << 4 | type
 //	1      1    flags (per type; DATA also carries its entropy index here)
 //	...         type-specific fields
 //	len-4  4    CRC32C over bytes [0, len-4)
 //
-// Types: 1 DATA, 2 ACK, 3 INIT, 4 INIT_ACK, 5 CLOSE. Version 1 (a version
-// byte, then type | flags, a 2-byte path id and a payload length in DATA,
-// one ack delay per ACK) is not spoken any more: its datagrams are dropped
-// as invalid.
+// Types: 1 DATA, 2 ACK, 3 INIT, 4 INIT_ACK, 5 CLOSE. Versions 1 and 2 are
+// not spoken any more (version 2's DATA carried 32-bit sequence numbers,
+// message ids and byte offsets: 26 bytes of overhead): their datagrams are
+// dropped as invalid.
 //
-// DATA (22-byte header + payload + 4-byte CRC: 26 bytes of overhead, so a
-// 1472-byte datagram carries 1446 payload bytes, an 8972-byte one 8946):
+// DATA (19-byte header + payload + 4-byte CRC: 23 bytes of overhead, so a
+// 1472-byte datagram carries 1449 payload bytes, an 8972-byte one 8949):
 //
-//	0   1  0x21 (version 2, type 1)
+//	0   1  0x31 (version 3, type 1)
 //	1   1  flags (0x80 retransmission; 0x40 ack immediately, a hint
 //	       receivers may ignore) | entropy index (low 6 bits, 0..63)
 //	2   4  destination connection id
-//	6   4  per-path sequence number (packet number)
-//	10  4  message id
-//	14  4  offset of the payload in the message
-//	18  4  total message length
-//	22  n  payload: the rest of the datagram before the CRC
-//	22+n 4 CRC32C
+//	6   3  per-path sequence number (packet number), low 24 bits
+//	9   3  message id, low 24 bits
+//	12  3  chunk index: the payload's offset in the message / chunk size
+//	15  4  total message length
+//	19  n  payload: the rest of the datagram before the CRC
+//	19+n 4 CRC32C
 //
 // A path is (plane, entropy index): the receiver knows the plane from the
 // socket the datagram arrived on (planes are separate networks), so only
 // the entropy index travels. ACK blocks name the path as plane<<8 | entropy.
-// The receiver places the payload at offset in the message's buffer as soon
-// as it arrives, in any order; the message is complete when total length
-// bytes have arrived. Both ends cut messages into chunks of the same size,
-// min(both max datagram sizes) - 26 bytes, so offset is a multiple of it and
-// every chunk but a message's last is full (the receiver checks both);
+// The receiver places the payload at chunk index × chunk size in the
+// message's buffer as soon as it arrives, in any order; the message is
+// complete when total length bytes have arrived. Both ends cut messages
+// into chunks of the same size, min(both max datagram sizes) - 23 bytes,
+// and every chunk but a message's last is full (the receiver checks it);
 // message ids count up from 0 per connection and direction (an empty
 // message is one DATA with length 0).
 //
+// Sequence numbers and message ids are 32-bit counters of which DATA
+// carries the low 24 bits; the receiver takes the value nearest to the one
+// it expects next (Expand24: the path's largest received + 1, the
+// connection's oldest incomplete message). A sender keeps a path's packets
+// in flight and its open messages (MaxMessagesInFlight) well inside 2^23 of
+// those, so the nearest value is the sent one. ACKs carry full 32-bit
+// numbers.
+//
 // ACK (24-byte header, then path blocks, then CRC):
 //
-//	0   1  0x22 (version 2, type 2)
+//	0   1  0x32 (version 3, type 2)
 //	1   1  flags (0x10 NAK: go-back-N receiver saw a gap; others 0)
 //	2   2  number of path blocks
 //	4   4  destination connection id
@@ -86,7 +94,7 @@
 // a plane from the source of the INIT that crossed it, and answers each with
 // an INIT_ACK on the same plane:
 //
-//	0   1  0x23 (INIT) or 0x24 (INIT_ACK)
+//	0   1  0x33 (INIT) or 0x34 (INIT_ACK)
 //	1   1  reserved (0)
 //	2   1  mode (1 multipath, 2 gbn)
 //	3   1  plane index the packet is sent on
@@ -100,7 +108,7 @@
 //
 // CLOSE (10-byte header, reason, CRC):
 //
-//	0   1  0x25 (version 2, type 5)
+//	0   1  0x35 (version 3, type 5)
 //	1   1  reserved (0)
 //	2   2  error code (0 = normal close)
 //	4   4  destination connection id

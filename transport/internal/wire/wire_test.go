@@ -24,7 +24,7 @@ func samplePackets() map[string]packet {
 		{PathID: 1, Cumulative: 5, Largest: 1000, Words: 8, Bitmap: [MaxSackWords]uint64{1, 2, 3, 4, 5, 6, 7, 8}},
 	}
 	return map[string]packet{
-		"data":        &Data{Flags: FlagRetransmit | FlagAckNow, Entropy: MaxEntropy, DstConnID: 0xdeadbeef, Seq: 42, MessageID: 9, Offset: 1442, TotalLength: 100000, Payload: bytes.Repeat([]byte{0xab}, 1442)},
+		"data":        &Data{Flags: FlagRetransmit | FlagAckNow, Entropy: MaxEntropy, DstConnID: 0xdeadbeef, Seq: 0xfffffe, MessageID: 0xabcdef, Chunk: 1, TotalLength: 100000, Payload: bytes.Repeat([]byte{0xab}, 1442)},
 		"data-empty":  &Data{DstConnID: 1, MessageID: 2},
 		"ack":         ack,
 		"keepalive":   &Ack{DstConnID: 7},
@@ -153,19 +153,24 @@ func TestPathAckReceived(t *testing.T) {
 }
 
 func TestDataFields(t *testing.T) {
-	d := &Data{Flags: FlagAckNow, Entropy: 5, DstConnID: 2, Seq: 3, MessageID: 4, Offset: 7, TotalLength: 10, Payload: []byte("abc")}
+	d := &Data{Flags: FlagAckNow, Entropy: 5, DstConnID: 2, Seq: 3, MessageID: 4, Chunk: 7, TotalLength: 10, Payload: []byte("abc")}
 	b := d.Append(nil)
 	if len(b) != DataOverhead+3 {
 		t.Fatalf("%d bytes, want %d", len(b), DataOverhead+3)
 	}
 	got, err := ParseData(b)
-	if err != nil || got.Entropy != 5 || got.Flags != FlagAckNow || got.Seq != 3 || got.Offset != 7 || string(got.Payload) != "abc" {
+	if err != nil || got.Entropy != 5 || got.Flags != FlagAckNow || got.Seq != 3 || got.MessageID != 4 || got.Chunk != 7 || string(got.Payload) != "abc" {
 		t.Fatalf("got %+v, %v", got, err)
 	}
-	// Payload past the message end.
-	d.Offset = 8
+	// Sequence numbers, message ids and chunk indexes travel as 24 bits.
+	d.Seq, d.MessageID, d.Chunk = 0x12345678, 0x9abcdef0, 0x1000001
+	if got, err := ParseData(d.Append(nil)); err != nil || got.Seq != 0x345678 || got.MessageID != 0xbcdef0 || got.Chunk != 1 {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	// A payload longer than the whole message.
+	d.TotalLength = 2
 	if _, err := ParseData(d.Append(nil)); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("DATA beyond its message accepted: %v", err)
+		t.Fatalf("DATA longer than its message accepted: %v", err)
 	}
 	// Another version.
 	b[0] = 1<<4 | byte(TypeData)
@@ -228,6 +233,32 @@ func FuzzParseUnchecked(f *testing.F) {
 			t.Fatalf("accepted packet does not re-encode identically:\n in %x\nout %x", b, out)
 		}
 	})
+}
+
+func TestExpand24(t *testing.T) {
+	for _, c := range []struct{ low, next, want uint32 }{
+		{5, 0, 5},
+		{0xffffff, 0, 0xffffffff},          // just below the expected: a late packet
+		{0x7fffff, 0, 0x7fffff},            // 2^23 - 1 ahead
+		{0x800000, 0, 0xff800000},          // 2^23 ahead reads as 2^23 behind
+		{0x000002, 0x00fffffe, 0x01000002}, // across a 24-bit boundary
+		{0xfffffd, 0x01000002, 0x00fffffd},
+		{0x000001, 0xffffffff, 0x00000001}, // across the 32-bit wrap
+		{0xabcdef, 0x12abcdef, 0x12abcdef},
+	} {
+		if got := Expand24(c.low, c.next); got != c.want {
+			t.Errorf("Expand24(%#x, %#x) = %#x, want %#x", c.low, c.next, got, c.want)
+		}
+	}
+	// Every value within 2^23 of next comes back from its low 24 bits.
+	for _, next := range []uint32{0, 1 << 23, 0xfffff000, 0x12345678} {
+		for d := int64(-1 << 23); d < 1<<23; d += 4099 {
+			v := next + uint32(d)
+			if got := Expand24(v&0xffffff, next); got != v {
+				t.Fatalf("Expand24(%#x, %#x) = %#x, want %#x", v&0xffffff, next, got, v)
+			}
+		}
+	}
 }
 
 func TestOversizedRejected(t *testing.T) {
