@@ -135,156 +135,139 @@ type frame struct {
 	isUpdate bool
 }
 
+// fieldReader walks the fields of a protobuf message in wire form. After
+// next returns true, num and typ name the field, and val (length-delimited)
+// or u (varint, fixed32, fixed64) holds its value; other kinds are skipped
+// over. Any malformation stops the walk and sets err.
+type fieldReader struct {
+	b   []byte
+	num protowire.Number
+	typ protowire.Type
+	val []byte
+	u   uint64
+	err error
+}
+
+func (r *fieldReader) next() bool {
+	if len(r.b) == 0 || r.err != nil {
+		return false
+	}
+	// Fast path: a one-byte tag of a length-delimited field with a
+	// one-byte length, the common case in gNMI notifications.
+	if len(r.b) >= 2 && r.b[0]&0x87 == 2 && r.b[0] >= 8 && r.b[1] < 0x80 && int(r.b[1]) <= len(r.b)-2 {
+		n := int(r.b[1]) + 2
+		r.num, r.typ, r.val, r.b = protowire.Number(r.b[0]>>3), protowire.BytesType, r.b[2:n], r.b[n:]
+		return true
+	}
+	return r.read()
+}
+
+func (r *fieldReader) read() bool {
+	num, typ, n := protowire.ConsumeTag(r.b)
+	if n < 0 {
+		r.err = errMalformed
+		return false
+	}
+	b := r.b[n:]
+	switch typ {
+	case protowire.VarintType:
+		r.u, n = protowire.ConsumeVarint(b)
+	case protowire.Fixed32Type:
+		var x uint32
+		x, n = protowire.ConsumeFixed32(b)
+		r.u = uint64(x)
+	case protowire.Fixed64Type:
+		r.u, n = protowire.ConsumeFixed64(b)
+	case protowire.BytesType:
+		r.val, n = protowire.ConsumeBytes(b)
+	default:
+		n = protowire.ConsumeFieldValue(num, typ, b)
+	}
+	if n < 0 {
+		r.err = errMalformed
+		return false
+	}
+	r.b, r.num, r.typ = b[n:], num, typ
+	return true
+}
+
+// is reports whether the current field is number num of wire type typ.
+func (r *fieldReader) is(num protowire.Number, typ protowire.Type) bool {
+	return r.num == num && r.typ == typ
+}
+
 // decode parses f.buf.
 func (f *frame) decode() error {
 	f.notif.reset()
 	f.sync, f.isUpdate = false, false
-	b := f.buf
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errMalformed
-		}
-		b = b[n:]
+	r := fieldReader{b: f.buf}
+	for r.next() {
 		switch {
-		case num == fRespUpdate && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errMalformed
-			}
-			if err := f.notif.decode(v); err != nil {
+		case r.is(fRespUpdate, protowire.BytesType):
+			if err := f.notif.decode(r.val); err != nil {
 				return err
 			}
 			f.isUpdate = true
-			b = b[n:]
-		case num == fRespSync && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errMalformed
-			}
-			f.sync = v != 0
-			b = b[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errMalformed
-			}
-			b = b[n:]
+		case r.is(fRespSync, protowire.VarintType):
+			f.sync = r.u != 0
 		}
 	}
-	return nil
+	return r.err
 }
 
 func (n *wireNotif) decode(b []byte) error {
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return errMalformed
-		}
-		b = b[l:]
+	r := fieldReader{b: b}
+	for r.next() {
 		switch {
-		case num == fNotifTimestamp && typ == protowire.VarintType:
-			v, l := protowire.ConsumeVarint(b)
-			if l < 0 {
-				return errMalformed
-			}
-			n.ts = int64(v)
-			b = b[l:]
-		case num == fNotifPrefix && typ == protowire.BytesType:
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return errMalformed
-			}
+		case r.is(fNotifTimestamp, protowire.VarintType):
+			n.ts = int64(r.u)
+		case r.is(fNotifPrefix, protowire.BytesType):
 			n.preFrom = len(n.elems)
-			if err := n.decodePath(v); err != nil {
+			if err := n.decodePath(r.val); err != nil {
 				return err
 			}
 			n.preN = len(n.elems) - n.preFrom
 			n.hasPrefix = true
-			b = b[l:]
-		case num == fNotifUpdate && typ == protowire.BytesType:
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return errMalformed
-			}
-			if err := n.decodeUpdate(v); err != nil {
+		case r.is(fNotifUpdate, protowire.BytesType):
+			if err := n.decodeUpdate(r.val); err != nil {
 				return err
 			}
 			n.updateCount++
-			b = b[l:]
-		default:
-			l := protowire.ConsumeFieldValue(num, typ, b)
-			if l < 0 {
-				return errMalformed
-			}
-			b = b[l:]
 		}
 	}
-	return nil
+	return r.err
 }
 
 func (n *wireNotif) decodePath(b []byte) error {
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return errMalformed
-		}
-		b = b[l:]
-		if num == fPathElem && typ == protowire.BytesType {
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return errMalformed
-			}
-			if err := n.decodeElem(v); err != nil {
+	r := fieldReader{b: b}
+	for r.next() {
+		if r.is(fPathElem, protowire.BytesType) {
+			if err := n.decodeElem(r.val); err != nil {
 				return err
 			}
-			b = b[l:]
-			continue
 		}
-		l = protowire.ConsumeFieldValue(num, typ, b)
-		if l < 0 {
-			return errMalformed
-		}
-		b = b[l:]
 	}
-	return nil
+	return r.err
 }
 
 func (n *wireNotif) decodeElem(b []byte) error {
 	e := wireElem{kvFrom: len(n.kvs)}
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return errMalformed
-		}
-		b = b[l:]
+	r := fieldReader{b: b}
+	for r.next() {
 		switch {
-		case num == fElemName && typ == protowire.BytesType:
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return errMalformed
-			}
-			e.name = v
-			b = b[l:]
-		case num == fElemKey && typ == protowire.BytesType:
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return errMalformed
-			}
-			kv, err := decodeKV(v)
+		case r.is(fElemName, protowire.BytesType):
+			e.name = r.val
+		case r.is(fElemKey, protowire.BytesType):
+			kv, err := decodeKV(r.val)
 			if err != nil {
 				return err
 			}
 			n.kvs = append(n.kvs, kv)
 			e.kv++
-			b = b[l:]
-		default:
-			l := protowire.ConsumeFieldValue(num, typ, b)
-			if l < 0 {
-				return errMalformed
-			}
-			b = b[l:]
 		}
+	}
+	if r.err != nil {
+		return r.err
 	}
 	n.elems = append(n.elems, e)
 	return nil
@@ -292,109 +275,63 @@ func (n *wireNotif) decodeElem(b []byte) error {
 
 func decodeKV(b []byte) (wireKV, error) {
 	var kv wireKV
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return kv, errMalformed
+	r := fieldReader{b: b}
+	for r.next() {
+		switch {
+		case r.is(1, protowire.BytesType):
+			kv.k = r.val
+		case r.is(2, protowire.BytesType):
+			kv.v = r.val
 		}
-		b = b[l:]
-		if typ == protowire.BytesType && (num == 1 || num == 2) {
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return kv, errMalformed
-			}
-			if num == 1 {
-				kv.k = v
-			} else {
-				kv.v = v
-			}
-			b = b[l:]
-			continue
-		}
-		l = protowire.ConsumeFieldValue(num, typ, b)
-		if l < 0 {
-			return kv, errMalformed
-		}
-		b = b[l:]
 	}
-	return kv, nil
+	return kv, r.err
 }
 
 func (n *wireNotif) decodeUpdate(b []byte) error {
 	u := wireUpdate{from: len(n.elems)}
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return errMalformed
-		}
-		b = b[l:]
+	r := fieldReader{b: b}
+	for r.next() {
 		switch {
-		case num == fUpdatePath && typ == protowire.BytesType:
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return errMalformed
-			}
+		case r.is(fUpdatePath, protowire.BytesType):
 			u.from = len(n.elems)
-			if err := n.decodePath(v); err != nil {
+			if err := n.decodePath(r.val); err != nil {
 				return err
 			}
 			u.n = len(n.elems) - u.from
-			b = b[l:]
-		case num == fUpdateVal && typ == protowire.BytesType:
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return errMalformed
-			}
-			val, err := decodeVal(v)
+		case r.is(fUpdateVal, protowire.BytesType):
+			val, err := decodeVal(r.val)
 			if err != nil {
 				return err
 			}
 			u.val = val
-			b = b[l:]
-		default:
-			l := protowire.ConsumeFieldValue(num, typ, b)
-			if l < 0 {
-				return errMalformed
-			}
-			b = b[l:]
 		}
+	}
+	if r.err != nil {
+		return r.err
 	}
 	n.updates = append(n.updates, u)
 	return nil
 }
 
+// decodeVal reads a TypedValue: its oneof field number is the kind; a
+// float (fixed32) is widened to float64 bits.
 func decodeVal(b []byte) (wireVal, error) {
 	var v wireVal
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return v, errMalformed
-		}
-		b = b[l:]
-		var m int
-		switch typ {
-		case protowire.VarintType:
-			v.u, m = protowire.ConsumeVarint(b)
+	r := fieldReader{b: b}
+	for r.next() {
+		switch r.typ {
 		case protowire.Fixed32Type:
-			var x uint32
-			x, m = protowire.ConsumeFixed32(b)
-			v.u = math.Float64bits(float64(math.Float32frombits(x)))
-		case protowire.Fixed64Type:
-			v.u, m = protowire.ConsumeFixed64(b)
+			v.u = math.Float64bits(float64(math.Float32frombits(uint32(r.u))))
+		case protowire.VarintType, protowire.Fixed64Type:
+			v.u = r.u
 		case protowire.BytesType:
-			v.b, m = protowire.ConsumeBytes(b)
-		default:
-			m = protowire.ConsumeFieldValue(num, typ, b)
+			v.b = r.val
 		}
-		if m < 0 {
-			return v, errMalformed
+		if r.num >= 1 && r.num <= 14 {
+			v.kind = valKind(r.num)
 		}
-		if num >= 1 && num <= 14 {
-			v.kind = valKind(num)
-		}
-		b = b[m:]
 	}
-	return v, nil
+	return v, r.err
 }
 
 // codec sends requests as protobuf and receives responses into a *frame.

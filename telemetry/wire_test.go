@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"bytes"
 	"math"
 	"testing"
 
@@ -148,7 +149,23 @@ func FuzzFrameDecode(f *testing.F) {
 	p := newProcessor("sw1", []string{"eth1"}, DefaultMaxRate, procMetrics{}, nil)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr := &frame{buf: b}
-		if fr.decode() == nil && fr.isUpdate {
+		err := fr.decode()
+		// What the generated decoder accepts, the wire decoder must accept
+		// and read alike; it may accept more (it skips string validation).
+		var ref pb.SubscribeResponse
+		if proto.Unmarshal(b, &ref) == nil {
+			if err != nil {
+				t.Fatalf("generated decoder accepts, wire decoder says %v", err)
+			}
+			if canonical, _ := (proto.MarshalOptions{Deterministic: true}).Marshal(&ref); bytes.Equal(canonical, b) {
+				n := ref.GetUpdate()
+				if fr.sync != ref.GetSyncResponse() || fr.isUpdate != (n != nil) ||
+					fr.notif.ts != n.GetTimestamp() || fr.notif.updateCount != len(n.GetUpdate()) || fr.notif.hasPrefix != (n.GetPrefix() != nil) {
+					t.Fatalf("wire decoder read %+v (sync %v), generated %v", fr.notif, fr.sync, &ref)
+				}
+			}
+		}
+		if err == nil && fr.isUpdate {
 			for _, s := range p.process(&fr.notif) {
 				if r := s.Rates; r != nil && (r.InOctets < 0 || r.InOctets > DefaultMaxRate) {
 					t.Fatalf("rate %v", r.InOctets)
