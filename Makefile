@@ -5,7 +5,7 @@ BIN         := bin
 GOFLAGS_TEST ?= -count=1 -timeout 30m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence lint deps-demo deps-test fuzz clean bench-transport
+.PHONY: all build test check-large-files demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence lint deps-demo deps-test fuzz clean bench-transport
 
 all: build
 
@@ -18,10 +18,14 @@ deps-test:
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: deps-test
+test: deps-test check-large-files
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test $(GOFLAGS_TEST) ./...
+
+# Tracked files over 1 MiB fail unless listed in scripts/large-files.allow.
+check-large-files:
+	@scripts/check-large-files
 
 lint:
 	$(GO) vet ./...
