@@ -33,6 +33,9 @@ var (
 	ErrInvalidRole     = errors.New("auth: unknown role")
 	ErrDuplicateName   = errors.New("auth: a token with this name exists")
 	ErrNotFound        = errors.New("auth: no such token")
+	// ErrLastAdmin: the token is the last live (unrevoked, unexpired) admin
+	// token; revoking it would lock every admin out.
+	ErrLastAdmin = errors.New("auth: refusing to revoke the last live admin token")
 )
 
 // Role is what a token may do.
@@ -171,20 +174,69 @@ func (ts *Tokens) List(ctx context.Context) ([]Token, error) {
 	return out, nil
 }
 
-// Revoke revokes a token by id.
+// liveAdmin is the SQL condition of a live admin token.
+const liveAdmin = `role = 'admin' AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`
+
+// revokeLock is the advisory transaction lock (pg_advisory_xact_lock(int4,
+// int4)) that serialises revocations, so that two concurrent revocations
+// of the last two admin tokens cannot both succeed.
+const (
+	revokeLockClass = 0x6d706c6e // "mpln", as store's migration lock
+	revokeLockObj   = 2
+)
+
+// Revoke revokes a token by id. It refuses (ErrLastAdmin) to revoke the last
+// live admin token: the check and the update run in one transaction under
+// an advisory lock, so concurrent revocations see each other. Revoking an
+// admin token that has already expired is always allowed.
 func (ts *Tokens) Revoke(ctx context.Context, id int64) error {
-	tag, err := ts.pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, id)
-	if err != nil {
+	err := pgx.BeginFunc(ctx, ts.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, revokeLockClass, revokeLockObj); err != nil {
+			return err
+		}
+		var targetLive bool
+		var live int
+		err := tx.QueryRow(ctx, `SELECT t.role = 'admin' AND (t.expires_at IS NULL OR t.expires_at > now()),
+			(SELECT count(*) FROM api_tokens WHERE `+liveAdmin+`)
+			FROM api_tokens t WHERE t.id = $1 AND t.revoked_at IS NULL`, id).Scan(&targetLive, &live)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: id %d", ErrNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		if targetLive && live <= 1 {
+			return fmt.Errorf("%w (id %d); mint another admin token first, or run `fabricd admin-token` on the server", ErrLastAdmin, id)
+		}
+		_, err = tx.Exec(ctx, `UPDATE api_tokens SET revoked_at = now() WHERE id = $1`, id)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLastAdmin) {
 		return fmt.Errorf("auth: revoke: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: id %d", ErrNotFound, id)
-	}
-	return nil
+	return err
 }
 
-// EnsureAdmin mints the first admin token when no token exists yet and
-// writes its secret to path (mode 0600). It returns whether it did.
+// LiveAdmins counts the live (unrevoked, unexpired) admin tokens.
+func (ts *Tokens) LiveAdmins(ctx context.Context) (int, error) {
+	var n int
+	if err := ts.pool.QueryRow(ctx, `SELECT count(*) FROM api_tokens WHERE `+liveAdmin).Scan(&n); err != nil {
+		return 0, fmt.Errorf("auth: count admin tokens: %w", err)
+	}
+	return n, nil
+}
+
+// EnsureAdmin mints the first admin token when no token exists yet (the
+// first start) and writes its secret to path (mode 0600). It returns
+// whether it did.
+//
+// It deliberately counts every token, revoked and expired ones included:
+// once tokens have been issued, a start never mints an admin token on its
+// own, so neither an expired admin token nor a restart silently replaces
+// the secret in path with a new, never-expiring one. Revoke keeps at least
+// one live admin token; when every admin token has expired, the operator
+// mints a new one locally with `fabricd admin-token` (MintRecovery), which
+// fabricd points to at start (see LiveAdmins).
 func (ts *Tokens) EnsureAdmin(ctx context.Context, path string) (bool, error) {
 	var n int
 	if err := ts.pool.QueryRow(ctx, `SELECT count(*) FROM api_tokens`).Scan(&n); err != nil {
@@ -197,19 +249,43 @@ func (ts *Tokens) EnsureAdmin(ctx context.Context, path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := writeSecret(path, secret); err != nil {
+	if err := WriteSecret(path, secret); err != nil {
 		// Without the file nobody could use the token: take it back.
-		_, _ = ts.pool.Exec(ctx, `DELETE FROM api_tokens WHERE hash = $1`, hash(secret))
+		ts.discard(ctx, secret)
 		return false, err
 	}
 	return true, nil
 }
 
-func writeSecret(path, secret string) error {
+// MintRecovery mints an admin token outside the API, for an operator with
+// access to the server (fabricd admin-token), and calls record (the audit
+// log) with it. If record fails, the token is taken back and the error
+// returned: a recovery token never exists unaudited.
+func (ts *Tokens) MintRecovery(ctx context.Context, name, createdBy string, ttl time.Duration, record func(context.Context, Token) error) (string, Token, error) {
+	secret, tok, err := ts.Mint(ctx, name, RoleAdmin, createdBy, ttl)
+	if err != nil {
+		return "", Token{}, err
+	}
+	if err := record(ctx, tok); err != nil {
+		ts.discard(ctx, secret)
+		return "", Token{}, err
+	}
+	return secret, tok, nil
+}
+
+// discard deletes a token whose secret nobody has seen.
+func (ts *Tokens) discard(ctx context.Context, secret string) {
+	_, _ = ts.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM api_tokens WHERE hash = $1`, hash(secret))
+}
+
+// WriteSecret writes a token's secret to path, mode 0600, atomically
+// (a temporary file renamed over path), creating the directory (0700).
+func WriteSecret(path, secret string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}
 	tmp := path + ".tmp"
+	_ = os.Remove(tmp) // WriteFile keeps the mode of an existing file
 	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
 		return fmt.Errorf("auth: write admin token: %w", err)
 	}

@@ -3,8 +3,10 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,5 +102,141 @@ func TestEnsureAdminOnce(t *testing.T) {
 	}
 	if created, err := ts.EnsureAdmin(ctx, path); err != nil || created {
 		t.Fatalf("second EnsureAdmin = %v, %v", created, err)
+	}
+}
+
+func TestRevokeKeepsALiveAdmin(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	ts := auth.NewTokens(db.Pool())
+	_, a, _ := ts.Mint(ctx, "a", auth.RoleAdmin, "test", 0)
+	_, viewer, _ := ts.Mint(ctx, "viewer", auth.RoleViewer, "test", 0)
+	if err := ts.Revoke(ctx, a.ID); !errors.Is(err, auth.ErrLastAdmin) {
+		t.Fatalf("revoke the only admin = %v, want ErrLastAdmin", err)
+	}
+	if err := ts.Revoke(ctx, viewer.ID); err != nil {
+		t.Fatalf("revoke a viewer = %v", err)
+	}
+	// An expired admin token does not count as live, and may be revoked.
+	expired, e, _ := ts.Mint(ctx, "expired", auth.RoleAdmin, "test", time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for _, err := ts.Authenticate(ctx, expired); !errors.Is(err, auth.ErrUnauthenticated); _, err = ts.Authenticate(ctx, expired) {
+		if time.Now().After(deadline) {
+			t.Fatal("token not expired after 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, err := ts.LiveAdmins(ctx); err != nil || n != 1 {
+		t.Fatalf("LiveAdmins = %d, %v; want 1", n, err)
+	}
+	if err := ts.Revoke(ctx, a.ID); !errors.Is(err, auth.ErrLastAdmin) {
+		t.Fatalf("revoke the only live admin beside an expired one = %v, want ErrLastAdmin", err)
+	}
+	if err := ts.Revoke(ctx, e.ID); err != nil {
+		t.Fatalf("revoke an expired admin = %v", err)
+	}
+	_, b, _ := ts.Mint(ctx, "b", auth.RoleAdmin, "test", 0)
+	if err := ts.Revoke(ctx, a.ID); err != nil {
+		t.Fatalf("revoke one of two admins = %v", err)
+	}
+	if err := ts.Revoke(ctx, b.ID); !errors.Is(err, auth.ErrLastAdmin) {
+		t.Fatalf("revoke the remaining admin = %v, want ErrLastAdmin", err)
+	}
+	if err := ts.Revoke(ctx, 1<<40); !errors.Is(err, auth.ErrNotFound) {
+		t.Fatalf("revoke unknown = %v", err)
+	}
+}
+
+// TestRevokeConcurrentLastAdmins revokes both of two admin tokens at once,
+// many times: exactly one revocation may win.
+func TestRevokeConcurrentLastAdmins(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	ts := auth.NewTokens(db.Pool())
+	mint := func(name string) int64 {
+		_, tok, err := ts.Mint(ctx, name, auth.RoleAdmin, "test", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok.ID
+	}
+	survivor := mint("first")
+	for round := range 30 {
+		ids := [2]int64{survivor, mint(fmt.Sprintf("admin-%d", round))}
+		start := make(chan struct{})
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Go(func() { <-start; errs[i] = ts.Revoke(ctx, ids[i]) })
+		}
+		close(start)
+		wg.Wait()
+		if n, err := ts.LiveAdmins(ctx); err != nil || n != 1 {
+			t.Fatalf("round %d: %d live admins after two concurrent revocations (%v, %v), want 1 (%v)", round, n, errs[0], errs[1], err)
+		}
+		refused := 0
+		for i, err := range errs {
+			if errors.Is(err, auth.ErrLastAdmin) {
+				refused++
+				survivor = ids[i]
+			} else if err != nil {
+				t.Fatalf("round %d: revoke = %v", round, err)
+			}
+		}
+		if refused != 1 {
+			t.Fatalf("round %d: %d revocations refused, want 1", round, refused)
+		}
+	}
+}
+
+func TestEnsureAdminDoesNotReplaceExpiredAdmin(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	ts := auth.NewTokens(db.Pool())
+	path := filepath.Join(t.TempDir(), "admin.token")
+	if _, _, err := ts.Mint(ctx, "admin", auth.RoleAdmin, "test", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n, _ := ts.LiveAdmins(ctx); n != 0; n, _ = ts.LiveAdmins(ctx) {
+		if time.Now().After(deadline) {
+			t.Fatal("admin token not expired after 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if created, err := ts.EnsureAdmin(ctx, path); err != nil || created {
+		t.Fatalf("EnsureAdmin with only an expired admin = %v, %v; want no new token", created, err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("admin.token written: %v", err)
+	}
+}
+
+func TestMintRecovery(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	ts := auth.NewTokens(db.Pool())
+	var recorded []auth.Token
+	record := func(_ context.Context, tok auth.Token) error { recorded = append(recorded, tok); return nil }
+	secret, tok, err := ts.MintRecovery(ctx, "recovery", "fabricd admin-token (local)", 0, record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recorded) != 1 || recorded[0].ID != tok.ID {
+		t.Fatalf("recorded %+v, want token %d", recorded, tok.ID)
+	}
+	if p, err := ts.Authenticate(ctx, secret); err != nil || p.Role != auth.RoleAdmin {
+		t.Fatalf("recovery token: %+v, %v", p, err)
+	}
+	boom := errors.New("audit down")
+	_, _, err = ts.MintRecovery(ctx, "unaudited", "test", 0, func(context.Context, auth.Token) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("MintRecovery with failing record = %v", err)
+	}
+	toks, _ := ts.List(ctx)
+	for _, tk := range toks {
+		if tk.Name == "unaudited" {
+			t.Fatal("a token whose audit record failed was kept")
+		}
 	}
 }
