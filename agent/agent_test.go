@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/kv/kvtest"
 	"github.com/multiplane/multiplane/policy"
@@ -35,12 +36,12 @@ func TestAppliesOnlyCompleteGenerations(t *testing.T) {
 	putDoc(t, cli, doc("host-a", 1))
 	putGen(t, cli, 1)
 	start(t, a)
-	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
 
 	// Leader writes the document of generation 2, then dies before the
 	// generation key.
 	rev := putDoc(t, cli, doc("host-a", 2))
-	waitFor(t, wait, "the agent to see the document of generation 2", func() bool { return a.docRev.Load() >= rev })
+	testutil.WaitFor(t, wait, "the agent to see the document of generation 2", func() bool { return a.docRev.Load() >= rev })
 	if got := rec.generations(); !slices.Equal(got, []uint64{1}) {
 		t.Fatalf("applied %v with the generation key at 1, want only [1]", got)
 	}
@@ -51,14 +52,14 @@ func TestAppliesOnlyCompleteGenerations(t *testing.T) {
 	// A new leader completes generation 3; this endpoint's document did not
 	// change since 2, so it is the one now complete.
 	putGen(t, cli, 3)
-	waitFor(t, wait, "generation 2 applied", func() bool { return rec.last() == 2 })
+	testutil.WaitFor(t, wait, "generation 2 applied", func() bool { return rec.last() == 2 })
 
 	// The generation key moving on with the same document is a no-op.
 	rev = putGen(t, cli, 4)
-	waitFor(t, wait, "the agent to see generation 4", func() bool { return a.genRev.Load() >= rev })
+	testutil.WaitFor(t, wait, "the agent to see generation 4", func() bool { return a.genRev.Load() >= rev })
 	putDoc(t, cli, doc("host-a", 5))
 	putGen(t, cli, 5)
-	waitFor(t, wait, "generation 5 applied", func() bool { return rec.last() == 5 })
+	testutil.WaitFor(t, wait, "generation 5 applied", func() bool { return rec.last() == 5 })
 	if got := rec.generations(); !slices.Equal(got, []uint64{1, 2, 5}) {
 		t.Fatalf("applied %v, want [1 2 5]", got)
 	}
@@ -72,7 +73,7 @@ func TestRejectsInvalidDocumentAndKeepsTheLastGood(t *testing.T) {
 	putDoc(t, cli, doc("host-a", 1))
 	putGen(t, cli, 1)
 	start(t, a)
-	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
 
 	bad := map[string]func() string{
 		"weights": func() string {
@@ -94,7 +95,7 @@ func TestRejectsInvalidDocumentAndKeepsTheLastGood(t *testing.T) {
 			gen++
 			rev := putRaw(t, cli, policy.KeyEndpoint("host-a"), value())
 			putGen(t, cli, gen)
-			waitFor(t, wait, "the rejection in the status in etcd", func() bool {
+			testutil.WaitFor(t, wait, "the rejection in the status in etcd", func() bool {
 				st, _, ok := getStatus(t, cli, "host-a")
 				return ok && a.docRev.Load() >= rev && len(st.Errors) > 0 && strings.Contains(st.Errors[0], "rejected")
 			})
@@ -110,7 +111,7 @@ func TestRejectsInvalidDocumentAndKeepsTheLastGood(t *testing.T) {
 
 	putDoc(t, cli, doc("host-a", 20))
 	putGen(t, cli, 20)
-	waitFor(t, wait, "generation 20 applied with no error left", func() bool {
+	testutil.WaitFor(t, wait, "generation 20 applied with no error left", func() bool {
 		st, _, ok := getStatus(t, cli, "host-a")
 		return ok && st.AppliedGeneration == 20 && len(st.Errors) == 0
 	})
@@ -127,14 +128,14 @@ func TestApplierFailureKeepsTheLastGood(t *testing.T) {
 	putDoc(t, cli, doc("host-a", 1))
 	putGen(t, cli, 1)
 	start(t, a)
-	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
 
 	rec.mu.Lock()
 	rec.fail = errors.New("transport: invalid path set: plane 9")
 	rec.mu.Unlock()
 	putDoc(t, cli, doc("host-a", 2))
 	putGen(t, cli, 2)
-	waitFor(t, wait, "the apply error in the status", func() bool {
+	testutil.WaitFor(t, wait, "the apply error in the status", func() bool {
 		st, _, ok := getStatus(t, cli, "host-a")
 		return ok && len(st.Errors) == 1 && strings.Contains(st.Errors[0], "plane 9") && st.AppliedGeneration == 1
 	})
@@ -144,7 +145,7 @@ func TestApplierFailureKeepsTheLastGood(t *testing.T) {
 	rec.mu.Unlock()
 	putDoc(t, cli, doc("host-a", 3))
 	putGen(t, cli, 3)
-	waitFor(t, wait, "generation 3 applied", func() bool { return rec.last() == 3 && len(a.Status().Errors) == 0 })
+	testutil.WaitFor(t, wait, "generation 3 applied", func() bool { return rec.last() == 3 && len(a.Status().Errors) == 0 })
 }
 
 // The agent's connection to etcd is cut; meanwhile two generations are
@@ -159,7 +160,7 @@ func TestSurvivesCompactionWhileDisconnected(t *testing.T) {
 	putDoc(t, cli, doc("host-a", 1))
 	putGen(t, cli, 1)
 	start(t, a)
-	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
 	reads := a.reads.Load()
 
 	proxy.Cut()
@@ -175,7 +176,7 @@ func TestSurvivesCompactionWhileDisconnected(t *testing.T) {
 	proxy.Resume()
 
 	t0 := time.Now()
-	waitFor(t, wait, "generation 3 applied after the reconnect", func() bool { return rec.last() == 3 })
+	testutil.WaitFor(t, wait, "generation 3 applied after the reconnect", func() bool { return rec.last() == 3 })
 	t.Logf("applied the latest generation %v after the connection returned", time.Since(t0).Round(time.Millisecond))
 	if got := rec.generations(); !slices.Equal(got, []uint64{1, 3}) {
 		t.Fatalf("applied %v, want [1 3]", got)
@@ -187,7 +188,7 @@ func TestSurvivesCompactionWhileDisconnected(t *testing.T) {
 	// And it keeps following from the new revision.
 	putDoc(t, cli, doc("host-a", 4))
 	putGen(t, cli, 4)
-	waitFor(t, wait, "generation 4 applied", func() bool { return rec.last() == 4 })
+	testutil.WaitFor(t, wait, "generation 4 applied", func() bool { return rec.last() == 4 })
 }
 
 // A cut connection without compaction: the watch resumes from its revision
@@ -201,14 +202,14 @@ func TestReconnectDoesNotMissUpdates(t *testing.T) {
 	putDoc(t, cli, doc("host-a", 1))
 	putGen(t, cli, 1)
 	start(t, a)
-	waitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
 
 	for gen := uint64(2); gen <= 3; gen++ {
 		proxy.Cut()
 		putDoc(t, cli, doc("host-a", gen))
 		putGen(t, cli, gen)
 		proxy.Resume()
-		waitFor(t, wait, "the update written while disconnected", func() bool { return rec.last() == gen })
+		testutil.WaitFor(t, wait, "the update written while disconnected", func() bool { return rec.last() == gen })
 	}
 	if got := rec.generations(); !slices.Equal(got, []uint64{1, 2, 3}) {
 		t.Fatalf("applied %v, want [1 2 3]", got)
@@ -240,8 +241,8 @@ func TestRestartsOnLastKnownGoodWithEtcdDown(t *testing.T) {
 	rec := &recorder{}
 	cfg := Config{Endpoint: "host-a", EtcdEndpoints: endpoints, EtcdDialTimeout: time.Second, StateDir: stateDir, Planes: 4}
 	stop := start(t, newAgent(t, cfg, rec))
-	waitFor(t, wait, "generation 7 applied", func() bool { return rec.last() == 7 })
-	waitFor(t, wait, "the last-known-good file", func() bool {
+	testutil.WaitFor(t, wait, "generation 7 applied", func() bool { return rec.last() == 7 })
+	testutil.WaitFor(t, wait, "the last-known-good file", func() bool {
 		_, ok, err := loadLKG(LKGPath(stateDir, "host-a"), "host-a", 4)
 		return ok && err == nil
 	})
@@ -254,24 +255,24 @@ func TestRestartsOnLastKnownGoodWithEtcdDown(t *testing.T) {
 	a2 := newAgent(t, cfg, rec2)
 	t0 := time.Now()
 	stop = start(t, a2)
-	waitFor(t, wait, "the last-known-good applied with etcd down", func() bool { return rec2.last() == 7 })
+	testutil.WaitFor(t, wait, "the last-known-good applied with etcd down", func() bool { return rec2.last() == 7 })
 	t.Logf("last-known-good applied %v after start, etcd down", time.Since(t0).Round(time.Microsecond))
 	if st := a2.Status(); st.Source != SourceLKG || st.AppliedGeneration != 7 {
 		t.Fatalf("status %+v, want generation 7 from %s", st, SourceLKG)
 	}
 
 	closeEtcd = startEtcd()
-	waitFor(t, wait, "the status reported once etcd is back", func() bool {
+	testutil.WaitFor(t, wait, "the status reported once etcd is back", func() bool {
 		st, _, ok := getStatus(t, cli, "host-a")
 		return ok && st.AppliedGeneration == 7 && st.Source == SourceEtcd
 	})
 	putDoc(t, cli, doc("host-a", 8))
 	putGen(t, cli, 8)
-	waitFor(t, wait, "generation 8 applied", func() bool { return rec2.last() == 8 })
+	testutil.WaitFor(t, wait, "generation 8 applied", func() bool { return rec2.last() == 8 })
 	if got := rec2.generations(); !slices.Equal(got, []uint64{7, 8}) {
 		t.Fatalf("applied %v, want [7 8] (the same generation from etcd is a no-op)", got)
 	}
-	waitFor(t, wait, "OnApplied for 8", func() bool { return len(hook) == 2 })
+	testutil.WaitFor(t, wait, "OnApplied for 8", func() bool { return len(hook) == 2 })
 	if <-hook != 7 || <-hook != 8 {
 		t.Fatal("OnApplied was not called once for 7 and once for 8")
 	}
@@ -309,7 +310,7 @@ func TestCorruptLastKnownGoodIsIgnored(t *testing.T) {
 			// etcd is unreachable: nothing but the file could be applied.
 			a := newAgent(t, Config{Endpoint: "host-a", EtcdEndpoints: []string{"http://127.0.0.1:1"}, EtcdDialTimeout: 200 * time.Millisecond, StateDir: dir, Planes: 4}, rec)
 			start(t, a)
-			waitFor(t, wait, "the error in the status", func() bool { return len(a.Status().Errors) > 0 })
+			testutil.WaitFor(t, wait, "the error in the status", func() bool { return len(a.Status().Errors) > 0 })
 			st := a.Status()
 			if !strings.Contains(st.Errors[0], ErrCorruptLKG.Error()) {
 				t.Fatalf("status errors %q", st.Errors)
@@ -332,7 +333,7 @@ func TestCorruptLastKnownGoodIsIgnored(t *testing.T) {
 		rec := &recorder{}
 		a := newAgent(t, Config{Endpoint: "host-a", Client: s.Client, StateDir: dir, Planes: 4}, rec)
 		start(t, a)
-		waitFor(t, wait, "generation 2 applied and saved", func() bool {
+		testutil.WaitFor(t, wait, "generation 2 applied and saved", func() bool {
 			d, ok, err := loadLKG(path, "host-a", 4)
 			return err == nil && ok && d.Generation == 2 && len(a.Status().Errors) == 0
 		})
@@ -353,7 +354,7 @@ func TestStatusUnderLease(t *testing.T) {
 	cfg := Config{Endpoint: "host-a", EtcdEndpoints: s.Endpoints(), Planes: 4, Version: "test-1"}
 	stop := start(t, newAgent(t, cfg, rec))
 	var lease int64
-	waitFor(t, wait, "the status", func() bool {
+	testutil.WaitFor(t, wait, "the status", func() bool {
 		st, l, ok := getStatus(t, cli, "host-a")
 		lease = l
 		return ok && st.AppliedGeneration == 1
@@ -369,7 +370,7 @@ func TestStatusUnderLease(t *testing.T) {
 	if _, err := cli.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, wait, "the status under a new lease", func() bool {
+	testutil.WaitFor(t, wait, "the status under a new lease", func() bool {
 		_, l, ok := getStatus(t, cli, "host-a")
 		return ok && l != lease
 	})
@@ -380,7 +381,7 @@ func TestStatusUnderLease(t *testing.T) {
 	}
 
 	start(t, newAgent(t, cfg, rec))
-	waitFor(t, wait, "the status after a restart", func() bool {
+	testutil.WaitFor(t, wait, "the status after a restart", func() bool {
 		_, _, ok := getStatus(t, cli, "host-a")
 		return ok
 	})

@@ -101,18 +101,6 @@ func putRaw(t testing.TB, cli *clientv3.Client, key, value string) int64 {
 	return resp.Header.Revision
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for a condition
-	}
-}
-
 // start runs a in the background until the test ends or stop is called.
 func start(t testing.TB, a *Agent) (stop func()) {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv/kvtest"
 )
 
@@ -22,7 +23,7 @@ func TestNoGoroutineLeft(t *testing.T) {
 	rec := &recorder{}
 	a := newAgent(t, Config{Endpoint: "host-a", EtcdEndpoints: s.Endpoints(), StateDir: t.TempDir(), Planes: 4}, rec)
 	stop := start(t, a)
-	waitFor(t, wait, "generation 1 applied and reported", func() bool {
+	testutil.WaitFor(t, wait, "generation 1 applied and reported", func() bool {
 		_, _, ok := getStatus(t, s.Client, "host-a")
 		return ok && rec.last() == 1
 	})
@@ -43,7 +44,7 @@ func TestSharedLease(t *testing.T) {
 	putGen(t, s.Client, 1)
 	rec := &recorder{}
 	stop := start(t, newAgent(t, Config{Endpoint: "host-a", Client: s.Client, Planes: 4, Lease: lease.ID}, rec))
-	waitFor(t, wait, "the status under the shared lease", func() bool {
+	testutil.WaitFor(t, wait, "the status under the shared lease", func() bool {
 		st, l, ok := getStatus(t, s.Client, "host-a")
 		return ok && st.AppliedGeneration == 1 && l == int64(lease.ID)
 	})
@@ -70,7 +71,7 @@ func TestAddressMismatchIsReported(t *testing.T) {
 	putDoc(t, s.Client, doc("host-a", 1))
 	putGen(t, s.Client, 1)
 	start(t, a)
-	waitFor(t, wait, "generation 1 applied with the mismatch reported", func() bool {
+	testutil.WaitFor(t, wait, "generation 1 applied with the mismatch reported", func() bool {
 		st := a.Status()
 		return rec.last() == 1 && len(st.Errors) == 1 && strings.Contains(st.Errors[0], "plane p2: document 10.77.2.1, local 10.77.2.9")
 	})

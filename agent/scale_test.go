@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv/kvtest"
 	"github.com/multiplane/multiplane/policy"
 )
@@ -131,9 +132,9 @@ func TestManyAgentsConverge(t *testing.T) {
 		start(t, a)
 	}
 	t0 := time.Now()
-	waitFor(t, 120*time.Second, "every agent on generation 1", func() bool { return at1.Load() == int64(n) })
+	testutil.WaitFor(t, 120*time.Second, "every agent on generation 1", func() bool { return at1.Load() == int64(n) })
 	t.Logf("%d agents started and applied generation 1 in %v", n, time.Since(t0).Round(time.Millisecond))
-	waitFor(t, 120*time.Second, "every status written", func() bool {
+	testutil.WaitFor(t, 120*time.Second, "every status written", func() bool {
 		resp, err := admin.Get(context.Background(), policy.PrefixStatus, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == int64(n)
 	})
@@ -171,7 +172,7 @@ func TestManyAgentsConverge(t *testing.T) {
 
 	start2 := time.Now()
 	genAt := publish(t, admin, names, 2)
-	waitFor(t, 120*time.Second, "every agent on generation 2", func() bool {
+	testutil.WaitFor(t, 120*time.Second, "every agent on generation 2", func() bool {
 		for i := range appliedAt {
 			if appliedAt[i].Load() == 0 {
 				return false
@@ -187,7 +188,7 @@ func TestManyAgentsConverge(t *testing.T) {
 	q := func(p float64) time.Duration { return lat[min(n-1, int(p*float64(n)))].Round(10 * time.Microsecond) }
 	t.Logf("%d agents: writing %d documents took %v; from the generation key write to apply: p50 %v p99 %v max %v",
 		n, n, genAt.Sub(start2).Round(time.Millisecond), q(0.5), q(0.99), lat[n-1].Round(10*time.Microsecond))
-	waitFor(t, 60*time.Second, "every status on generation 2", func() bool { return lastReport.Load() != 0 })
+	testutil.WaitFor(t, 60*time.Second, "every status on generation 2", func() bool { return lastReport.Load() != 0 })
 	t.Logf("every status in etcd on generation 2 %v after the generation key write", time.Unix(0, lastReport.Load()).Sub(genAt).Round(time.Millisecond))
 	for i, r := range recs {
 		if got := r.generations(); !slices.Equal(got, []uint64{1, 2}) {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv/kvtest"
 	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/transport"
@@ -84,7 +85,7 @@ func TestTransportApplierFromEtcd(t *testing.T) {
 	putDoc(t, s.Client, d)
 	putGen(t, s.Client, 3)
 	start(t, ag)
-	waitFor(t, wait, "the connection on generation 3", func() bool { return conn.Stats().PathSetGeneration == 3 })
+	testutil.WaitFor(t, wait, "the connection on generation 3", func() bool { return conn.Stats().PathSetGeneration == 3 })
 	if got := activePlanes(conn); len(got) != 3 || got[0] != 2 || got[2] != 2 || got[3] != 2 {
 		t.Fatalf("active paths per plane %v, want 2 on each of planes 0, 2, 3", got)
 	}
@@ -102,8 +103,8 @@ func TestTransportApplierFromEtcd(t *testing.T) {
 	d.RatePolicy.PlaneCaps = map[string]int64{"p1": 25e9}
 	putDoc(t, s.Client, d)
 	putGen(t, s.Client, 4)
-	waitFor(t, wait, "the connection on generation 4", func() bool { return conn.Stats().PathSetGeneration == 4 })
-	waitFor(t, wait, "generation 4 applied", func() bool { return ag.Status().AppliedGeneration == 4 })
+	testutil.WaitFor(t, wait, "the connection on generation 4", func() bool { return conn.Stats().PathSetGeneration == 4 })
+	testutil.WaitFor(t, wait, "generation 4 applied", func() bool { return ag.Status().AppliedGeneration == 4 })
 	if errs := ag.Status().Errors; len(errs) != 0 {
 		t.Fatalf("status errors %q for a rate policy the transport enforces", errs)
 	}
@@ -136,11 +137,11 @@ func TestCollector(t *testing.T) {
 	putRaw(t, s.Client, policy.KeyEndpoint("host-a"), "{")
 	putGen(t, s.Client, 1)
 	start(t, a)
-	waitFor(t, wait, "the rejection counted", func() bool { return a.ctr.rejected.Load() == 1 })
+	testutil.WaitFor(t, wait, "the rejection counted", func() bool { return a.ctr.rejected.Load() == 1 })
 	putDoc(t, s.Client, doc("host-a", 2))
 	putGen(t, s.Client, 2)
 	// The counter is bumped after the applier returns: wait for both.
-	waitFor(t, wait, "generation 2 applied and counted", func() bool { return rec.last() == 2 && a.ctr.appliesEtcd.Load() == 1 })
+	testutil.WaitFor(t, wait, "generation 2 applied and counted", func() bool { return rec.last() == 2 && a.ctr.appliesEtcd.Load() == 1 })
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/multiplane/multiplane/fabricsim/gnmisim"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/planes"
 )
 
@@ -92,7 +93,7 @@ func topologyFor(addrs map[string]string, ports int) *planes.Topology {
 
 func (h *harness) waitRates(t *testing.T, from, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d rate samples", n), func() bool {
+	testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("%d rate samples", n), func() bool {
 		c := 0
 		for _, s := range h.rec.samplesSince(from) {
 			if s.Rates != nil {
@@ -106,7 +107,7 @@ func (h *harness) waitRates(t *testing.T, from, n int) {
 func (h *harness) waitReach(t *testing.T, from int, what string, cond func(planes.SwitchReachability) bool) planes.SwitchReachability {
 	t.Helper()
 	var got planes.SwitchReachability
-	eventually(t, 10*time.Second, what, func() bool {
+	testutil.WaitFor(t, 10*time.Second, what, func() bool {
 		for _, r := range h.rec.reachSince(from) {
 			if cond(r) {
 				got = r
@@ -169,7 +170,7 @@ func TestCollectorStreamsFromEmulatedSwitch(t *testing.T) {
 	if err := sw.SetOperStatus("eth2", "DOWN"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "eth2 DOWN", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "eth2 DOWN", func() bool {
 		for _, s := range h.rec.samplesSince(ns) {
 			if s.Interface == "eth2" && s.Oper == planes.OperDown {
 				return true
@@ -314,7 +315,7 @@ func TestUnreachableTargetBacksOff(t *testing.T) {
 	if !strings.HasPrefix(r.Reason, "connect:") {
 		t.Errorf("reason %q", r.Reason)
 	}
-	eventually(t, 5*time.Second, "a few reconnect attempts", func() bool { return h.col.Switches()[0].Reconnects >= 3 })
+	testutil.WaitFor(t, 5*time.Second, "a few reconnect attempts", func() bool { return h.col.Switches()[0].Reconnects >= 3 })
 	if n := len(h.rec.reachSince(0)); n != 1 {
 		t.Errorf("%d reachability changes while down, want 1 (no repeats)", n)
 	}
@@ -350,7 +351,7 @@ func TestReconcile(t *testing.T) {
 		return ns
 	}
 	waitSynced := func(n int) {
-		eventually(t, 5*time.Second, fmt.Sprintf("%d synced switches", n), func() bool {
+		testutil.WaitFor(t, 5*time.Second, fmt.Sprintf("%d synced switches", n), func() bool {
 			c := 0
 			for _, s := range h.col.Switches() {
 				if s.Synced {

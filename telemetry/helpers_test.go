@@ -3,7 +3,6 @@ package telemetry
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -50,16 +49,4 @@ func (r *recorder) reachSince(i int) []planes.SwitchReachability {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]planes.SwitchReachability(nil), r.reach[i:]...)
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling step, not a wait for the condition
-	}
 }

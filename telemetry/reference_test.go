@@ -11,6 +11,7 @@ import (
 	"github.com/openconfig/gnmi/subscribe"
 	"google.golang.org/grpc"
 
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/planes"
 )
 
@@ -88,7 +89,7 @@ func TestAgainstReferenceSubscribeServer(t *testing.T) {
 	}
 	h := startCollector(t, fastConfig(), topo, nil)
 	h.waitReach(t, 0, "synced", synced)
-	eventually(t, 5*time.Second, "oper-status of both interfaces", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "oper-status of both interfaces", func() bool {
 		n := 0
 		for _, s := range h.rec.samplesSince(0) {
 			if s.Oper == planes.OperUp {
@@ -101,7 +102,7 @@ func TestAgainstReferenceSubscribeServer(t *testing.T) {
 	// One second later (target time), 2000 more octets on Ethernet0.
 	ns, _ := h.rec.mark()
 	counters(t0.Add(time.Second), "Ethernet0", 3000)
-	eventually(t, 5*time.Second, "a rate for Ethernet0", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "a rate for Ethernet0", func() bool {
 		for _, s := range h.rec.samplesSince(ns) {
 			if s.Interface == "Ethernet0" && s.Rates != nil && s.Rates.InOctets == 2000 && s.Rates.ECNMarked == 200 {
 				return true
@@ -110,7 +111,7 @@ func TestAgainstReferenceSubscribeServer(t *testing.T) {
 		return false
 	})
 	ref.leaf(t, "leaf1", t0.Add(2*time.Second), "interfaces/interface[name=Ethernet4]/state/oper-status", str("DOWN"))
-	eventually(t, 5*time.Second, "Ethernet4 DOWN", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "Ethernet4 DOWN", func() bool {
 		for _, s := range h.rec.samplesSince(ns) {
 			if s.Interface == "Ethernet4" && s.Oper == planes.OperDown {
 				return true

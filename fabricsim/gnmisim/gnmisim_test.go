@@ -16,22 +16,12 @@ import (
 
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/planes"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling step
-	}
 }
 
 // subscribe opens a STREAM subscription to path (with wildcard keys) and
@@ -245,7 +235,7 @@ func TestSwitchRestartStopStall(t *testing.T) {
 	if _, err := st.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "one stream", func() bool { return sw.Streams() == 1 })
+	testutil.WaitFor(t, 5*time.Second, "one stream", func() bool { return sw.Streams() == 1 })
 
 	// Stall: nothing arrives, but the stream stays open.
 	sw.Stall()
@@ -264,12 +254,12 @@ func TestSwitchRestartStopStall(t *testing.T) {
 	}()
 	// Drain what was in flight, then expect silence while the stream stays up.
 	ticks := sw.Ticks()
-	eventually(t, 5*time.Second, "ticks while stalled", func() bool { return sw.Ticks() >= ticks+10 })
+	testutil.WaitFor(t, 5*time.Second, "ticks while stalled", func() bool { return sw.Ticks() >= ticks+10 })
 	for len(got) > 0 {
 		<-got
 	}
 	ticks = sw.Ticks()
-	eventually(t, 5*time.Second, "more ticks while stalled", func() bool { return sw.Ticks() >= ticks+5 })
+	testutil.WaitFor(t, 5*time.Second, "more ticks while stalled", func() bool { return sw.Ticks() >= ticks+5 })
 	if len(got) > 0 {
 		t.Fatal("stalled stream still sends")
 	}
@@ -277,7 +267,7 @@ func TestSwitchRestartStopStall(t *testing.T) {
 		t.Fatalf("streams %d while stalled", sw.Streams())
 	}
 	sw.Unstall()
-	eventually(t, 5*time.Second, "updates after unstall", func() bool { return len(got) > 0 })
+	testutil.WaitFor(t, 5*time.Second, "updates after unstall", func() bool { return len(got) > 0 })
 
 	// Restart: the stream ends, the address stays, counters restart.
 	src.Traffic(1, 1000)
@@ -285,7 +275,7 @@ func TestSwitchRestartStopStall(t *testing.T) {
 	if err := sw.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "stream ended by restart", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "stream ended by restart", func() bool {
 		select {
 		case err := <-got:
 			return err != nil

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -90,18 +91,6 @@ func (h host) recv(t testing.TB, d time.Duration) ([]byte, netip.AddrPort, byte)
 	return b[:n], from, parseTOS(oob[:nn])
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling interval, not a wait for a condition
-	}
-}
-
 func TestForwardBothWays(t *testing.T) {
 	f := start(t, Config{Hosts: 3, Planes: make([]PlaneConfig, 4)})
 	for p := range 4 {
@@ -117,7 +106,7 @@ func TestForwardBothWays(t *testing.T) {
 			t.Fatalf("plane %d: got %q from %v", p, got, from)
 		}
 		// The relay counts a datagram after sending it: wait for the count.
-		waitFor(t, 5*time.Second, fmt.Sprintf("plane %d port 0 counters", p), func() bool {
+		testutil.WaitFor(t, 5*time.Second, fmt.Sprintf("plane %d port 0 counters", p), func() bool {
 			c := f.Stats(p).Ports[0].Counters
 			return c.InPkts == 1 && c.OutPkts == 1 && c.InOctets == 4
 		})
@@ -129,7 +118,7 @@ func TestUnroutableDropped(t *testing.T) {
 	// Plane 1's address sending into plane 0's relay is not on that plane.
 	h := newHost(t, f, 0, 1)
 	h.send(t, f.PeerAddr(1, 0), []byte("x"))
-	waitFor(t, 5*time.Second, "unroutable drop", func() bool { return f.Stats(0).Drops.Unroutable == 1 })
+	testutil.WaitFor(t, 5*time.Second, "unroutable drop", func() bool { return f.Stats(0).Drops.Unroutable == 1 })
 }
 
 func TestLoss(t *testing.T) {
@@ -149,10 +138,10 @@ func TestLoss(t *testing.T) {
 	for i := range n {
 		a.send(t, f.PeerAddr(1, 0), make([]byte, 64))
 		if i%100 == 99 { // stay within socket buffers
-			waitFor(t, 5*time.Second, "relay to keep up", func() bool { return f.Stats(0).Ports[0].Counters.InPkts == uint64(i+1) })
+			testutil.WaitFor(t, 5*time.Second, "relay to keep up", func() bool { return f.Stats(0).Ports[0].Counters.InPkts == uint64(i+1) })
 		}
 	}
-	waitFor(t, 5*time.Second, "all datagrams accounted", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "all datagrams accounted", func() bool {
 		return got.Load()+int64(f.Stats(0).Drops.Loss) == n
 	})
 	st := f.Stats(0)
@@ -164,7 +153,7 @@ func TestLoss(t *testing.T) {
 	}
 	f.SetLoss(0, 0)
 	a.send(t, f.PeerAddr(1, 0), []byte("after"))
-	waitFor(t, 5*time.Second, "loss-free delivery", func() bool { return got.Load()+int64(f.Stats(0).Drops.Loss) == n+1 })
+	testutil.WaitFor(t, 5*time.Second, "loss-free delivery", func() bool { return got.Load()+int64(f.Stats(0).Drops.Loss) == n+1 })
 }
 
 func TestRateAndQueue(t *testing.T) {
@@ -193,7 +182,7 @@ func TestRateAndQueue(t *testing.T) {
 	for range 100 {
 		c.send(t, f2.PeerAddr(1, 0), make([]byte, 1000))
 	}
-	waitFor(t, 5*time.Second, "burst accounted", func() bool { return f2.Stats(0).Ports[0].Counters.InPkts == 100 })
+	testutil.WaitFor(t, 5*time.Second, "burst accounted", func() bool { return f2.Stats(0).Ports[0].Counters.InPkts == 100 })
 	st := f2.Stats(0)
 	if st.Drops.QueueOverflow < 85 || st.Drops.QueueOverflow > 91 || st.Ports[1].Counters.OutDiscards != st.Drops.QueueOverflow {
 		t.Fatalf("overflow drops %d (out-discards %d), want ~89", st.Drops.QueueOverflow, st.Ports[1].Counters.OutDiscards)
@@ -283,14 +272,14 @@ func TestPlaneAndLinkDown(t *testing.T) {
 	a, b := newHost(t, f, 0, 1), newHost(t, f, 1, 1)
 	f.SetUp(1, false)
 	a.send(t, f.PeerAddr(1, 1), []byte("lost"))
-	waitFor(t, 5*time.Second, "down drop", func() bool { return f.Stats(1).Drops.Down == 1 })
+	testutil.WaitFor(t, 5*time.Second, "down drop", func() bool { return f.Stats(1).Drops.Down == 1 })
 	if st := f.Stats(1); st.Up || st.Ports[0].OperStatus != "DOWN" || st.Ports[0].Counters.InDiscards != 1 {
 		t.Fatalf("stats while down: %+v", st)
 	}
 	f.SetUp(1, true)
 	f.SetLinkUp(1, 1, false)
 	a.send(t, f.PeerAddr(1, 1), []byte("lost"))
-	waitFor(t, 5*time.Second, "link down drop", func() bool { return f.Stats(1).Drops.Down == 2 })
+	testutil.WaitFor(t, 5*time.Second, "link down drop", func() bool { return f.Stats(1).Drops.Down == 2 })
 	f.SetLinkUp(1, 1, true)
 	a.send(t, f.PeerAddr(1, 1), []byte("ok"))
 	if got, _, _ := b.recv(t, 5*time.Second); string(got) != "ok" {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 )
 
 const helperEnv = "PGCLUSTER_TEST_HELPER_DIR"
@@ -110,20 +111,6 @@ func queryInt(t *testing.T, c *Cluster, sql string) int {
 // exited reports whether pid is gone (or a zombie nobody has reaped yet).
 func exited(pid int) bool { return !processAlive(pid) }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
 func TestStartStopRestartKeepsData(t *testing.T) {
 	requireBinaries(t)
 	dir := dataDir(t)
@@ -178,7 +165,7 @@ func TestStalePidFile(t *testing.T) {
 	if c.Err() == nil {
 		t.Error("Err() = nil after SIGKILL")
 	}
-	waitFor(t, "killed postmaster and its children to exit", 30*time.Second, func() bool {
+	testutil.WaitFor(t, 30*time.Second, "killed postmaster and its children to exit", func() bool {
 		return exited(killedPid) && len(processesIn(filepath.Join(dir, "postgres"))) == 0
 	})
 	stale, err := os.ReadFile(pidFile)
@@ -253,7 +240,7 @@ func TestParentDeathKillsPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	waitFor(t, "postgres to die with its parent", 30*time.Second, func() bool {
+	testutil.WaitFor(t, 30*time.Second, "postgres to die with its parent", func() bool {
 		return exited(pid) && len(processesIn(filepath.Join(dir, "postgres"))) == 0
 	})
 

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -90,10 +91,10 @@ func TestSendReceive(t *testing.T) {
 					}
 					b.Release()
 					if i%128 == 0 {
-						waitFor(t, func() bool { return got.Load() >= int64(i)-256 })
+						testutil.WaitFor(t, 5*time.Second, "the receiver within 256 datagrams of the sender", func() bool { return got.Load() >= int64(i)-256 })
 					}
 				}
-				waitFor(t, func() bool { return got.Load() >= total*9/10 })
+				testutil.WaitFor(t, 5*time.Second, "90% of the datagrams received", func() bool { return got.Load() >= total*9/10 })
 				if !portable && !tosOK.Load() {
 					t.Error("ECT(0) not seen on received datagrams")
 				}
@@ -106,17 +107,6 @@ func TestSendReceive(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		runtime.Gosched()
 	}
 }
 
@@ -196,7 +186,7 @@ func BenchmarkPacedReceive(b *testing.B) {
 				bt.Pkts = bt.Pkts[:0]
 			}
 			bt.Release()
-			waitFor(b, func() bool { return got.Load() >= int64(n)*99/100 })
+			testutil.WaitFor(b, 5*time.Second, "99% of the datagrams received", func() bool { return got.Load() >= int64(n)*99/100 })
 			cpu := cpuTime() - cpu0
 			wall := time.Since(start)
 			st := rx.Stats()
