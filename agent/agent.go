@@ -53,6 +53,7 @@ type Agent struct {
 	keyDoc  string
 	keyStat string
 	lkgPath string
+	save    func(path string, doc policy.EndpointDoc, now time.Time) error // saveLKG; tests inject failures
 	running atomic.Bool
 	kick    chan struct{} // refresh the status now
 
@@ -66,6 +67,7 @@ type Agent struct {
 	appliedAt time.Time
 	source    string
 	failedGen uint64            // generation whose Apply failed; not retried
+	unsaved   uint64            // generation applied but whose last-known-good save failed; retried
 	errs      map[string]string // kind → message
 }
 
@@ -93,6 +95,7 @@ func New(cfg Config, applier Applier, logger *slog.Logger) (*Agent, error) {
 		keyStat: policy.KeyStatus(cfg.Endpoint),
 		kick:    make(chan struct{}, 1),
 		errs:    map[string]string{},
+		save:    saveLKG,
 	}
 	if cfg.StateDir != "" {
 		a.lkgPath = LKGPath(cfg.StateDir, cfg.Endpoint)
@@ -272,6 +275,9 @@ func (a *Agent) watch(ctx context.Context, cli *clientv3.Client, st *watchState,
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-a.saveRetry():
+			a.evaluate(st) // applies the unsaved generation again, then saves it
+			continue
 		case resp, ok = <-genCh:
 		case resp, ok = <-docCh:
 			isDoc = true
@@ -357,8 +363,9 @@ func (a *Agent) evaluate(st *watchState) {
 	}
 }
 
-// apply applies a valid document in one Applier call; the same generation
-// twice is a no-op.
+// apply applies a valid document in one Applier call, saves it as the last
+// known good one (when it came from etcd), and only then publishes it as
+// applied; the same generation twice is a no-op.
 func (a *Agent) apply(doc policy.EndpointDoc, source string) {
 	a.mu.Lock()
 	if a.applied.Generation == doc.Generation {
@@ -385,11 +392,31 @@ func (a *Agent) apply(doc policy.EndpointDoc, source string) {
 		a.kickStatus()
 		return
 	}
+	// Persist before publishing: the status, the metrics, the log and
+	// OnApplied must never claim a generation that a crash now would lose
+	// (the agent would come back on the older file). If the file cannot be
+	// written the transport keeps the new document but the agent does not
+	// report it as applied; the watch loop retries (unsaved).
+	lkgSaved := false
+	if source == SourceEtcd && a.lkgPath != "" {
+		if serr := a.save(a.lkgPath, doc, now); serr != nil {
+			a.logger.Error("last-known-good not saved; generation not reported as applied", "generation", doc.Generation, "err", serr)
+			a.mu.Lock()
+			a.unsaved = doc.Generation
+			a.mu.Unlock()
+			a.setErr("lkg-save", fmt.Sprintf("generation %d applied to the transport but not saved, so not reported as applied: %v", doc.Generation, serr))
+			return
+		}
+		lkgSaved = true
+	}
 	a.mu.Lock()
-	a.applied, a.appliedAt, a.source = doc, now, source
+	a.applied, a.appliedAt, a.source, a.unsaved = doc, now, source, 0
 	a.errs["document"], a.errs["apply"], a.errs["rates"] = "", "", ""
 	if err != nil {
 		a.errs["rates"] = err.Error()
+	}
+	if lkgSaved {
+		a.errs["lkg-save"], a.errs["lkg"] = "", ""
 	}
 	a.errs["address"] = a.addressMismatch(doc)
 	a.mu.Unlock()
@@ -406,15 +433,18 @@ func (a *Agent) apply(doc policy.EndpointDoc, source string) {
 		a.cfg.OnApplied(doc.Generation, now)
 	}
 	a.kickStatus()
-	if source == SourceEtcd && a.lkgPath != "" {
-		if err := saveLKG(a.lkgPath, doc, now); err != nil {
-			a.logger.Error("last-known-good not saved", "err", err)
-			a.setErr("lkg-save", err.Error())
-		} else {
-			a.setErr("lkg-save", "")
-			a.setErr("lkg", "")
-		}
+}
+
+// saveRetry is when the watch loop next retries an unsaved generation
+// (nil, never, when there is none).
+func (a *Agent) saveRetry() <-chan time.Time {
+	a.mu.Lock()
+	unsaved := a.unsaved
+	a.mu.Unlock()
+	if unsaved == 0 {
+		return nil
 	}
+	return time.After(a.cfg.StatusInterval)
 }
 
 // addressMismatch describes the planes whose address in doc is not the

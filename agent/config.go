@@ -76,7 +76,8 @@ type Config struct {
 	Version string
 	// OnApplied, if set, is called after each successful apply (from etcd,
 	// or from the last-known-good file at start) with the generation
-	// applied and the time Apply returned. It must not block.
+	// applied and the time Apply returned, once the document is saved as
+	// the last known good one (when StateDir is set). It must not block.
 	OnApplied func(gen uint64, at time.Time)
 }
 

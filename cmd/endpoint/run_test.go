@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multiplane/multiplane/agent"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/policy"
 )
@@ -30,8 +32,9 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestRunAppliesAndKeepsLastKnownGood runs `endpoint run` against a real
-// etcd: it applies the published document and reports it; restarted while
-// etcd is down, it comes up on the last known good document.
+// etcd: it applies the published document, saves it and then reports it;
+// restarted while etcd is down, it comes up on the last known good document
+// (asserted on the structured "applied" log record and its source field).
 func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 	ctx := testenv.Context(t)
 	etcdDir := t.TempDir()
@@ -55,7 +58,7 @@ func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 
 	stateDir := t.TempDir()
 	args := []string{"run", "--name", "host-a", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","),
-		"--bind", "127.0.0.1:0,127.0.0.2:0", "--state-dir", stateDir, "--status-interval", "1s", "--etcd-dial-timeout", "500ms"}
+		"--bind", "127.0.0.1:0,127.0.0.2:0", "--state-dir", stateDir, "--status-interval", "1s", "--etcd-dial-timeout", "500ms", "--log-format", "json"}
 	start := func() (context.CancelFunc, chan int, *syncBuffer) {
 		var out syncBuffer
 		done := make(chan int, 1)
@@ -64,23 +67,21 @@ func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 		return cancel, done, &out
 	}
 	stop, done, out := start()
-	deadline := time.Now().Add(20 * time.Second)
 	var st policy.StatusDoc
-	for {
+	testutil.WaitFor(t, 20*time.Second, "the status with generation 3 in etcd", func() bool {
 		resp, err := etcd.Client.Get(ctx, policy.KeyStatus("host-a"))
-		if err == nil && len(resp.Kvs) == 1 {
-			json.Unmarshal(resp.Kvs[0].Value, &st)
-			if st.AppliedGeneration == 3 {
-				break
-			}
+		if err != nil || len(resp.Kvs) != 1 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no status with generation 3; last %+v\n%s", st, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		st = policy.StatusDoc{}
+		return json.Unmarshal(resp.Kvs[0].Value, &st) == nil && st.AppliedGeneration == 3
+	})
+	if st.Source != agent.SourceEtcd {
+		t.Fatalf("status %+v: source %q, want %q", st, st.Source, agent.SourceEtcd)
 	}
+	// Reported as applied, so already saved: no wait here.
 	if _, err := os.Stat(filepath.Join(stateDir, "host-a.lkg.json")); err != nil {
-		t.Fatalf("no last-known-good file: %v", err)
+		t.Fatalf("status reports generation 3 but there is no last-known-good file: %v", err)
 	}
 	stop()
 	if code := <-done; code != 0 {
@@ -91,11 +92,28 @@ func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 	etcd.Close()
 	stop, done, out = start()
 	defer func() { stop(); <-done }()
-	deadline = time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "last-known-good") {
-		if time.Now().After(deadline) {
-			t.Fatalf("agent did not apply its last known good document with etcd down:\n%s", out.String())
+	testutil.WaitFor(t, 10*time.Second, "generation 3 applied from the last-known-good file with etcd down", func() bool {
+		for _, r := range logRecords(t, out.String()) {
+			if r["msg"] == "applied" && r["source"] == agent.SourceLKG && r["generation"] == float64(3) {
+				return true
+			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+}
+
+// logRecords parses the JSON log lines written so far (a partial last line
+// is left for the next call).
+func logRecords(t testing.TB, out string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	lines := strings.Split(out, "\n")
+	for _, line := range lines[:len(lines)-1] {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("log line is not JSON: %q: %v", line, err)
+		}
+		recs = append(recs, r)
 	}
+	return recs
 }
