@@ -5,7 +5,7 @@ BIN         := bin
 GOFLAGS_TEST ?= -count=1 -timeout 30m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test check-large-files demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence lint deps-demo deps-test fuzz clean bench-transport
+.PHONY: all build test check-large-files demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse lint deps-demo deps-test fuzz clean bench-transport
 
 all: build
 
@@ -60,6 +60,11 @@ bench-telemetry: deps-demo build
 
 bench-convergence: deps-demo build
 	$(BIN)/bench-e2e convergence --fabricd $(BIN)/fabricd
+
+# Hostile clients on loopback (about 4 minutes); BENCH_ABUSE_ARGS passes flags
+# (--quick for a smoke run; bench-abuse --help).
+bench-abuse: deps-demo build
+	$(BIN)/bench-abuse --fabricd $(BIN)/fabricd $(BENCH_ABUSE_ARGS)
 
 # Each target fuzzes for 60 s; minimizing a new input may take 2 s of it
 # (Go's default, 60 s, would leave most of the minute to minimization).
