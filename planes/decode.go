@@ -3,7 +3,9 @@ package planes
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -12,6 +14,9 @@ import (
 
 // maxFieldErrors bounds how many problems one document reports.
 const maxFieldErrors = 50
+
+// keyRE matches keys that may appear in a field path as they are.
+var keyRE = regexp.MustCompile(`^[a-z_]{1,32}$`)
 
 // ParseTopology decodes a YAML or JSON topology document strictly (unknown
 // fields, wrong types and duplicate keys are errors) and validates it.
@@ -96,17 +101,23 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields map[string]func(v *y
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		sub := k.Value
+		key := k.Value
+		if _, known := fields[key]; !known && !keyRE.MatchString(key) {
+			// An unknown key goes into the error's field path: keep
+			// that path storable and short whatever the key holds.
+			key = quote(key)
+		}
+		sub := key
 		if path != "" {
-			sub = path + "." + k.Value
+			sub = path + "." + key
 		}
 		d.lines[sub] = k.Line
-		if seen[k.Value] {
+		if seen[key] {
 			d.fail(k, sub, "field given more than once")
 			continue
 		}
-		seen[k.Value] = true
-		f, ok := fields[k.Value]
+		seen[key] = true
+		f, ok := fields[key]
 		if !ok {
 			d.fail(k, sub, "unknown field")
 			continue
@@ -156,7 +167,7 @@ func (d *decoder) count(n *yaml.Node, path string) int64 {
 	}
 	v, err := strconv.ParseInt(n.Value, 0, 64)
 	if err != nil || v < 0 {
-		d.fail(n, path, "must be a non-negative integer")
+		d.fail(n, path, "%s is not an integer from 0 to %d", quote(n.Value), int64(math.MaxInt64))
 		return 0
 	}
 	return v
@@ -200,6 +211,9 @@ func (d *decoder) switchItem(n *yaml.Node, path string) Switch {
 				"insecure":     func(v *yaml.Node, p string) { s.GNMI.Insecure = d.boolean(v, p) },
 				"username":     func(v *yaml.Node, p string) { s.GNMI.Username = d.str(v, p) },
 				"password_env": func(v *yaml.Node, p string) { s.GNMI.PasswordEnv = d.str(v, p) },
+				"allow_plaintext_password": func(v *yaml.Node, p string) {
+					s.GNMI.AllowPlaintextPassword = d.boolean(v, p)
+				},
 				"tls": func(v *yaml.Node, p string) {
 					tls := &TLSConfig{}
 					d.mapping(v, p, map[string]func(*yaml.Node, string){
@@ -242,7 +256,7 @@ func (d *decoder) port(n *yaml.Node, path string) Port {
 			}
 			a, err := netip.ParseAddr(s)
 			if err != nil || a.Zone() != "" {
-				d.fail(v, p, "%q is not an IP address", s)
+				d.fail(v, p, "%s is not an IP address", quote(s))
 				return
 			}
 			pt.Address = a.Unmap()

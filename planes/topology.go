@@ -28,13 +28,17 @@ type Switch struct {
 }
 
 // GNMITarget says how to reach a switch's gNMI server. Exactly one of
-// Insecure and TLS is set.
+// Insecure and TLS is set. PasswordEnv names an environment variable of
+// fabricd starting with PasswordEnvPrefix; its value is sent as the gNMI
+// password, over TLS, or over plaintext only when AllowPlaintextPassword says
+// so.
 type GNMITarget struct {
-	Address     string     `json:"address"`
-	Insecure    bool       `json:"insecure,omitempty"`
-	TLS         *TLSConfig `json:"tls,omitempty"`
-	Username    string     `json:"username,omitempty"`
-	PasswordEnv string     `json:"password_env,omitempty"`
+	Address                string     `json:"address"`
+	Insecure               bool       `json:"insecure,omitempty"`
+	TLS                    *TLSConfig `json:"tls,omitempty"`
+	Username               string     `json:"username,omitempty"`
+	PasswordEnv            string     `json:"password_env,omitempty"`
+	AllowPlaintextPassword bool       `json:"allow_plaintext_password,omitempty"`
 }
 
 // TLSConfig names PEM files for a TLS or mTLS gNMI session.

@@ -3,8 +3,10 @@ package planes
 import (
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const small = `planes:
@@ -107,13 +109,53 @@ func TestParseTopologyErrors(t *testing.T) {
 	}
 }
 
+// FuzzParseTopology checks that what the parser accepts can be stored:
+// every string valid UTF-8 without NUL (PostgreSQL text and jsonb refuse
+// them), every integer within its column (bigint, non-negative) and bound;
+// and that what it refuses comes with storable, bounded error text.
 func FuzzParseTopology(f *testing.F) {
 	f.Add([]byte(small))
 	f.Add([]byte(`{"planes":[{"name":"p0"}]}`))
+	f.Add([]byte(`{"planes":[{"name":"p0","description":"a\u0000b"}]}`))
+	f.Add([]byte(strings.Replace(small, "interface: E0}", `interface: "E\x01", speed_bps: 9223372036854775807}`, 1)))
+	f.Add([]byte(strings.Replace(small, "insecure: true}", `insecure: true, username: "u", password_env: FABRICD_GNMI_X, allow_plaintext_password: true}`, 1)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		topo, err := ParseTopology(data)
-		if err == nil && len(topo.Planes) == 0 {
+		if err != nil {
+			var verr *ValidationError
+			if !errors.As(err, &verr) || len(verr.Fields) == 0 || len(verr.Fields) > maxFieldErrors {
+				t.Fatalf("error %v: want a ValidationError with 1-%d fields", err, maxFieldErrors)
+			}
+			for _, fe := range verr.Fields {
+				for _, s := range []string{fe.Field, fe.Message} {
+					if !utf8.ValidString(s) || strings.ContainsRune(s, 0) || len(s) > 1024 {
+						t.Fatalf("unstorable error text %.80q (%d bytes)", s, len(s))
+					}
+				}
+			}
+			return
+		}
+		if len(topo.Planes) == 0 {
 			t.Fatal("accepted a topology without planes")
+		}
+		for _, l := range leaves(reflect.ValueOf(topo), "") {
+			switch l.v.Kind() {
+			case reflect.String:
+				if s := l.v.String(); !utf8.ValidString(s) || strings.ContainsRune(s, 0) || len(s) > MaxFilePathLen {
+					t.Fatalf("accepted %s = %.80q: not storable text", l.path, s)
+				}
+			default:
+				if n := l.v.Int(); n < 0 || n > MaxSpeedBps {
+					t.Fatalf("accepted %s = %d: outside 0-%d", l.path, n, MaxSpeedBps)
+				}
+			}
+		}
+		for _, e := range topo.Endpoints {
+			for _, p := range e.Ports {
+				if !p.Address.IsValid() || p.Address.Zone() != "" {
+					t.Fatalf("accepted address %v: not storable as inet", p.Address)
+				}
+			}
 		}
 	})
 }
