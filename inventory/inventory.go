@@ -161,14 +161,16 @@ func writeTables(ctx context.Context, tx pgx.Tx, t *planes.Topology) error {
 			ca, cert, key, sn = nullable(g.TLS.CA), nullable(g.TLS.Cert), nullable(g.TLS.Key), nullable(g.TLS.ServerName)
 		}
 		batch.Queue(`INSERT INTO switches (name, plane, gnmi_address, gnmi_insecure, gnmi_tls_ca, gnmi_tls_cert,
-				gnmi_tls_key, gnmi_tls_server_name, gnmi_username, gnmi_password_env)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+				gnmi_tls_key, gnmi_tls_server_name, gnmi_username, gnmi_password_env, gnmi_allow_plaintext_password)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (name) DO UPDATE SET plane = excluded.plane, gnmi_address = excluded.gnmi_address,
 				gnmi_insecure = excluded.gnmi_insecure, gnmi_tls_ca = excluded.gnmi_tls_ca,
 				gnmi_tls_cert = excluded.gnmi_tls_cert, gnmi_tls_key = excluded.gnmi_tls_key,
 				gnmi_tls_server_name = excluded.gnmi_tls_server_name, gnmi_username = excluded.gnmi_username,
-				gnmi_password_env = excluded.gnmi_password_env`,
-			s.Name, s.Plane, g.Address, g.Insecure, ca, cert, key, sn, nullable(g.Username), nullable(g.PasswordEnv))
+				gnmi_password_env = excluded.gnmi_password_env,
+				gnmi_allow_plaintext_password = excluded.gnmi_allow_plaintext_password`,
+			s.Name, s.Plane, g.Address, g.Insecure, ca, cert, key, sn, nullable(g.Username), nullable(g.PasswordEnv),
+			g.AllowPlaintextPassword)
 	}
 	for _, e := range t.Endpoints {
 		batch.Queue(`INSERT INTO endpoints (name, description) VALUES ($1, $2)

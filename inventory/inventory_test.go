@@ -2,8 +2,10 @@ package inventory_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/multiplane/multiplane/inventory"
@@ -106,5 +108,45 @@ func TestCurrentFollowsOtherWriters(t *testing.T) {
 	}
 	if snap, _ := b.Current(ctx); snap.Revision != 1 || snap.AppliedBy != "a" {
 		t.Fatalf("b sees revision %d by %q", snap.Revision, snap.AppliedBy)
+	}
+}
+
+// TestReplaceStoresEveryAcceptedValue: a topology with every string at its
+// bound (non-ASCII included) and every number at its bound, accepted by the
+// parser, is stored (no 500 from PostgreSQL), and the plaintext-password
+// permission lands in its column.
+func TestReplaceStoresEveryAcceptedValue(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	fill := func(n int) string { return strings.Repeat("é", n/2) + strings.Repeat("x", n%2) }
+	topo := &planes.Topology{
+		Planes: []planes.Plane{{Name: strings.Repeat("p", 63), Description: fill(planes.MaxDescriptionLen)}},
+		Switches: []planes.Switch{{Name: "s0", Plane: strings.Repeat("p", 63), GNMI: planes.GNMITarget{
+			Address: strings.Repeat("h", planes.MaxGNMIAddressLen-6) + ":65535", Insecure: true,
+			Username: fill(planes.MaxUsernameLen), PasswordEnv: planes.PasswordEnvPrefix + strings.Repeat("A", planes.MaxPasswordEnvLen-len(planes.PasswordEnvPrefix)),
+			AllowPlaintextPassword: true}}},
+		Endpoints: []planes.Endpoint{{Name: "a", Description: "rack 1\nslot 3\t(é)", Ports: []planes.Port{{
+			Plane: strings.Repeat("p", 63), Address: netip.MustParseAddr("fd00::1"), Switch: "s0",
+			Interface: fill(planes.MaxInterfaceLen), SpeedBps: planes.MaxSpeedBps}}}},
+	}
+	doc, err := json.Marshal(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := planes.ParseTopology(doc)
+	if err != nil {
+		t.Fatalf("bounds not accepted: %v", err)
+	}
+	inv := inventory.New(db.Pool())
+	if _, _, err := inv.Replace(ctx, parsed, "test"); err != nil {
+		t.Fatalf("accepted topology not stored: %v", err)
+	}
+	var allow bool
+	if err := db.Pool().QueryRow(ctx, `SELECT gnmi_allow_plaintext_password FROM switches WHERE name = 's0'`).Scan(&allow); err != nil || !allow {
+		t.Fatalf("gnmi_allow_plaintext_password = %v, %v; want true", allow, err)
+	}
+	snap, err := inv.Current(ctx)
+	if err != nil || !snap.Topology.Switches[0].GNMI.AllowPlaintextPassword || snap.Topology.Endpoints[0].Ports[0].SpeedBps != planes.MaxSpeedBps {
+		t.Fatalf("Current = %+v, %v", snap, err)
 	}
 }
