@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -42,10 +43,20 @@ func transportCreds(t planes.GNMITarget) (grpc.DialOption, error) {
 }
 
 // password reads the password from the environment variable the topology
-// names. The value is never logged.
+// names. The topology validator already enforces these rules; they are
+// checked again here, at use, so no other path (a topology built in Go, an
+// older stored document) can make fabricd send another of its variables,
+// or send a password in plaintext unless the switch entry allows it. The
+// value is never logged.
 func password(t planes.GNMITarget) (string, error) {
 	if t.PasswordEnv == "" {
 		return "", nil
+	}
+	if !strings.HasPrefix(t.PasswordEnv, planes.PasswordEnvPrefix) || len(t.PasswordEnv) == len(planes.PasswordEnvPrefix) {
+		return "", fmt.Errorf("%w: password_env %q does not start with %s: refused", ErrCredentials, t.PasswordEnv, planes.PasswordEnvPrefix)
+	}
+	if t.TLS == nil && !t.AllowPlaintextPassword {
+		return "", fmt.Errorf("%w: a password over a connection without TLS needs allow_plaintext_password: true", ErrCredentials)
 	}
 	pw, ok := os.LookupEnv(t.PasswordEnv)
 	if !ok {

@@ -83,8 +83,9 @@ func TestMTLSAndPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sw.Close() })
-	t.Setenv("TEST_GNMI_PASSWORD", secret)
-	t.Setenv("TEST_GNMI_WRONG", "nope")
+	t.Setenv("FABRICD_GNMI_TEST_PASSWORD", secret)
+	t.Setenv("FABRICD_GNMI_TEST_WRONG", "nope")
+	t.Setenv("MULTIPLANE_TEST_SECRET", "nope") // set, but not a gNMI password variable
 
 	target := func(pwEnv string, withClientCert bool) *planes.Topology {
 		tlsCfg := &planes.TLSConfig{CA: pki.caFile, ServerName: "sw1.fabric.test"}
@@ -98,7 +99,7 @@ func TestMTLSAndPassword(t *testing.T) {
 
 	t.Run("good", func(t *testing.T) {
 		logs := &syncBuffer{}
-		h := startCollector(t, fastConfig(), target("TEST_GNMI_PASSWORD", true), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		h := startCollector(t, fastConfig(), target("FABRICD_GNMI_TEST_PASSWORD", true), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		h.waitReach(t, 0, "synced over mTLS", synced)
 		h.waitRates(t, 0, 2)
 		if strings.Contains(logs.String(), secret) {
@@ -110,9 +111,10 @@ func TestMTLSAndPassword(t *testing.T) {
 		clientCert  bool
 		reason      string
 	}{
-		{"wrong password", "TEST_GNMI_WRONG", true, "Unauthenticated"},
-		{"unset password variable", "TEST_GNMI_UNSET", true, "TEST_GNMI_UNSET is not set"},
-		{"no client certificate", "TEST_GNMI_PASSWORD", false, "connect:"},
+		{"wrong password", "FABRICD_GNMI_TEST_WRONG", true, "Unauthenticated"},
+		{"unset password variable", "FABRICD_GNMI_TEST_UNSET", true, "FABRICD_GNMI_TEST_UNSET is not set"},
+		{"no client certificate", "FABRICD_GNMI_TEST_PASSWORD", false, "connect:"},
+		{"variable outside the prefix", "MULTIPLANE_TEST_SECRET", true, "does not start with FABRICD_GNMI_"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &syncBuffer{}
