@@ -3,6 +3,7 @@ package abuse
 import (
 	"context"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -47,6 +48,38 @@ func (cs hostileClients) close() {
 	for _, c := range cs {
 		c.CloseIdleConnections()
 	}
+}
+
+// phase is what phases 1 and 2 start with: a context bounded by
+// cfg.PhaseTimeout, fabricd's URL, hostile clients, and one client of the
+// phase's own from 127.0.0.1 (the admin's, or the scraper's).
+type phase struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	base    *url.URL
+	hostile hostileClients
+	own     *http.Client
+}
+
+func newPhase(ctx context.Context, t *target, cfg Config) *phase {
+	p := &phase{base: apiURL(t), hostile: newHostileClients(cfg.Conns, cfg.Sources), own: newClient(1, nil)}
+	p.ctx, p.cancel = context.WithTimeout(ctx, cfg.PhaseTimeout)
+	return p
+}
+
+func (p *phase) close() {
+	p.cancel()
+	p.hostile.close()
+	p.own.CloseIdleConnections()
+}
+
+// randomString is n characters drawn from alphabet.
+func randomString(rng *rand.Rand, alphabet string, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return string(b)
 }
 
 // request builds a request without parsing the (possibly huge) path.

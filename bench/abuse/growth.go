@@ -51,26 +51,16 @@ var largeRoutes = []largeRoute{
 // randomSegment is n random letters and digits: unlike a run of one
 // letter, PostgreSQL cannot compress it away.
 func randomSegment(seed uint64, n int) string {
-	const chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	rng := rand.New(rand.NewPCG(seed, 1))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = chars[rng.IntN(len(chars))]
-	}
-	return string(b)
+	return randomString(rand.New(rand.NewPCG(seed, 1)), "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", n)
 }
 
 // runGrowth sends cfg.LargeRequests unauthenticated requests with a
 // cfg.PathBytes segment over cfg.Conns connections, watching the database
 // and fabricd's RSS, then reads the audit log with the admin token.
 func runGrowth(ctx context.Context, t *target, cfg Config, logger *slog.Logger) (*GrowthResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
-	defer cancel()
-	base := apiURL(t)
-	hostile := newHostileClients(cfg.Conns, cfg.Sources)
-	defer hostile.close()
-	admin := newClient(1, nil)
-	defer admin.CloseIdleConnections()
+	ph := newPhase(ctx, t, cfg)
+	defer ph.close()
+	ctx, base, hostile, admin := ph.ctx, ph.base, ph.hostile, ph.own
 	// Warm up every route with a short segment, so first-use allocations are not counted.
 	for i, r := range largeRoutes {
 		p, q := r.path("warmup")

@@ -20,11 +20,7 @@ var methodRoutes = []string{"/api/v1/planes", "/api/v1/drains/d1", "/api/v1/nope
 
 // randomMethod is 3 to 12 random uppercase letters.
 func randomMethod(rng *rand.Rand) string {
-	b := make([]byte, 3+rng.IntN(10))
-	for i := range b {
-		b[i] = 'A' + byte(rng.IntN(26))
-	}
-	return string(b)
+	return randomString(rng, "ABCDEFGHIJKLMNOPQRSTUVWXYZ", 3+rng.IntN(10))
 }
 
 // runMetrics measures /metrics, sends cfg.MethodRequests unauthenticated
@@ -32,13 +28,9 @@ func randomMethod(rng *rand.Rand) string {
 // measurement every route gets two random-method requests, so series a
 // fixed label set brings (an "other" method, say) exist already.
 func runMetrics(ctx context.Context, t *target, cfg Config, logger *slog.Logger) (*MetricsResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
-	defer cancel()
-	base := apiURL(t)
-	hostile := newHostileClients(cfg.Conns, cfg.Sources)
-	defer hostile.close()
-	scraper := newClient(1, nil)
-	defer scraper.CloseIdleConnections()
+	ph := newPhase(ctx, t, cfg)
+	defer ph.close()
+	ctx, base, hostile, scraper := ph.ctx, ph.base, ph.hostile, ph.own
 	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
 	for i := range 2 * len(methodRoutes) {
 		do(hostile.pick(i), request(ctx, base, randomMethod(rng), methodRoutes[i%len(methodRoutes)], "", ""))

@@ -165,6 +165,7 @@ func WriteMarkdown(w io.Writer, r *Result, command string) {
 	if cn := r.Conns; cn != nil {
 		notes = append(notes, fmt.Sprintf("Connections watched for at most %.0f s; %d idle connections asked for (bounded by the open-file limit).", cn.CapSeconds, cn.IdleAsked))
 	}
+	notes = append(notes, "Verdict n/a: the run was too short to tell (a connection still open at a cap below 30 s, or none could be made).")
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(notes, " "))
 	}
