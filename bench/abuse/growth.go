@@ -92,7 +92,7 @@ func runGrowth(ctx context.Context, t *target, cfg Config, logger *slog.Logger) 
 			if rss > cfg.MaxRSS {
 				stop(fmt.Sprintf("fabricd's RSS passed the %s safety cap", mib(cfg.MaxRSS)))
 			}
-			if n%4 != 3 {
+			if n%2 != 1 {
 				continue
 			}
 			if db, _, err := t.sizes(ctx); err == nil && db-res.DBBefore > cfg.MaxDBGrowth {
