@@ -40,7 +40,10 @@ func runMetrics(ctx context.Context, t *target, cfg Config, logger *slog.Logger)
 		return n, err
 	}
 	res := &MetricsResult{}
-	_, err := size() // its own series, counted after the first scrape
+	if _, err := size(); err != nil { // its own series, counted after the first scrape
+		return nil, err
+	}
+	var err error
 	if res.Before, err = size(); err != nil {
 		return nil, err
 	}
