@@ -39,7 +39,7 @@ type fixture struct {
 	kv     *clientv3.Client
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, options ...func(*api.Deps)) *fixture {
 	t.Helper()
 	db := storetest.New(t)
 	f := &fixture{t: t, pool: db.Pool(), tokens: auth.NewTokens(db.Pool())}
@@ -54,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 	inv := inventory.New(db.Pool())
 	intentStore := intents.New(db.Pool())
 	f.kv = kvtest.New(t).Client
-	f.srv = api.New(api.Deps{
+	deps := api.Deps{
 		Inventory: inv, Tokens: f.tokens, Audit: audit.New(db.Pool()),
 		Health: f.engine, Events: evStore, Bus: bus, Intents: intentStore, Fleet: fleet.New(f.kv),
 		PolicyConfig: policy.DefaultConfig(),
@@ -69,7 +69,11 @@ func newFixture(t *testing.T) *fixture {
 		Logger: testenv.Logger(t), MaxBodyBytes: 1 << 20,
 		Ready:      func(ctx context.Context) error { return db.Ready(ctx) },
 		OnTopology: func(s *inventory.Snapshot) { f.engine.SetTopology(s.Topology, s.Links) },
-	})
+	}
+	for _, o := range options {
+		o(&deps)
+	}
+	f.srv = api.New(deps)
 	f.admin = f.mint("root", auth.RoleAdmin)
 	return f
 }
@@ -410,16 +414,23 @@ func TestTokensAndAudit(t *testing.T) {
 	if r := f.do("GET", "/api/v1/planes", minted.Token, nil); r.Code != 401 {
 		t.Fatalf("revoked token = %d, want 401", r.Code)
 	}
-	f.do("PUT", "/api/v1/topology", "", []byte("planes: []"))
+	for range 3 {
+		f.do("PUT", "/api/v1/topology", "", []byte("planes: []"))
+	}
+	f.srv.FlushAudit()
 
 	r = f.do("GET", "/api/v1/audit?limit=10", f.admin, nil)
 	var entries struct {
 		Items []struct {
 			Actor, Role, Action, Result, Target string
 			Status                              int
+			Detail                              struct{ Requests int }
 		}
 	}
 	r.json(t, &entries)
+	if n := entries.Items[0].Detail.Requests; n != 3 {
+		t.Errorf("summary of refused anonymous requests counts %d, want 3: %s", n, r.Body)
+	}
 	want := []string{
 		"anonymous  PUT /api/v1/topology 401 unauthenticated",
 		"root admin DELETE /api/v1/tokens/:id 204 ok",

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,8 +77,13 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: trimPkg(err)}
 	case errors.Is(err, auth.ErrInvalidRole):
 		return badRequest("invalid_field", "role", "%s", trimPkg(err))
+	case errors.Is(err, intents.ErrDrained):
+		return &Error{Status: http.StatusConflict, Code: "already_drained", Field: "target", Message: trimPkg(err) + "; end that drain first"}
 	case errors.Is(err, intents.ErrInUse):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: trimPkg(err)}
+	case errors.Is(err, auth.ErrLastAdmin):
+		return &Error{Status: http.StatusConflict, Code: "last_admin", Field: "id",
+			Message: trimPkg(err) + "; mint another admin token first (or, locally, fabricd admin-token --data-dir DIR)"}
 	case errors.Is(err, auth.ErrDuplicateName):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Field: "name", Message: trimPkg(err)}
 	}
@@ -95,15 +101,22 @@ func trimPkg(err error) string {
 
 // decodeJSON decodes a JSON object strictly: unknown fields, trailing data
 // and wrong types are 400 errors naming the field.
+// Every string of the result is then checked as text (checkBodyStrings).
 func decodeJSON(data []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] != '{' {
+		return badRequest("invalid_json", "", "the request body must be a JSON object")
+	}
+	// encoding/json would turn invalid UTF-8 into U+FFFD unseen; mark it
+	// with a noncharacter instead, which checkBodyStrings refuses by field.
+	data = bytes.ToValidUTF8(data, []byte(invalidUTF8Mark))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		var syntaxErr *json.SyntaxError
 		switch {
 		case errors.As(err, &typeErr):
-			return badRequest("invalid_json", typeErr.Field, "field %s must be %s", typeErr.Field, typeErr.Type)
+			return badRequest("invalid_json", typeErr.Field, "field %s must be %s (in its range)", typeErr.Field, typeErr.Type)
 		case errors.As(err, &syntaxErr):
 			return badRequest("invalid_json", "", "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -117,5 +130,5 @@ func decodeJSON(data []byte, v any) error {
 	if dec.More() {
 		return badRequest("invalid_json", "", "unexpected data after the JSON object")
 	}
-	return nil
+	return checkBodyStrings(v)
 }

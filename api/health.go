@@ -66,25 +66,44 @@ func (s *Server) stream(c *gin.Context) {
 		fail(c, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no event stream in this server"})
 		return
 	}
-	sub := s.deps.Bus.Subscribe(1024)
-	defer sub.Close()
+	p, _ := principal(c)
+	if why := s.streams.acquire(p.TokenID); why != "" {
+		s.metrics.streamRefused.Inc()
+		c.Header("Retry-After", "5")
+		fail(c, &Error{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: why})
+		return
+	}
+	defer s.streams.release(p.TokenID)
 	w := c.Writer
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if c.Request.Method == http.MethodHead {
+		return
+	}
+	// The server's read timeout would end the stream: a stream has no body
+	// to wait for. Each write gets its own deadline instead of one for the
+	// whole response.
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Time{}); err != nil {
+		loggerFrom(c).Debug("stream without read deadline control", "err", err)
+	}
+	sub := s.deps.Bus.Subscribe(1024)
+	defer sub.Close()
 
-	send := func(event string, v any) bool {
-		data, err := json.Marshal(v)
-		if err != nil {
-			return false
-		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+	write := func(format string, args ...any) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.limits.WriteTimeout))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
 			return false
 		}
 		w.Flush()
 		return true
+	}
+	send := func(event string, v any) bool {
+		data, err := json.Marshal(v)
+		return err == nil && write("event: %s\ndata: %s\n\n", event, data)
 	}
 	snap, err := s.deps.Inventory.Current(c.Request.Context())
 	if err != nil || !send("planes", snap.Topology.PlaneSummaries(snap.Links, s.deps.Health)) {
@@ -100,10 +119,9 @@ func (s *Server) stream(c *gin.Context) {
 		case <-s.stopping:
 			return
 		case <-heartbeat.C:
-			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+			if !write(": ping\n\n") {
 				return
 			}
-			w.Flush()
 		case e, ok := <-sub.C:
 			if !ok {
 				return

@@ -17,7 +17,7 @@ import (
 type drainRequest struct {
 	TargetKind policy.DrainKind `json:"target_kind"`
 	Target     string           `json:"target"`
-	Reason     string           `json:"reason"`
+	Reason     string           `json:"reason" limit:"text"`
 }
 
 // checkTarget rejects drains of things the topology does not have.
@@ -96,7 +96,13 @@ func (s *Server) createDrain(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	impact := policy.WhatIf(in, s.deps.PolicyConfig, policy.Drain{Kind: req.TargetKind, Target: req.Target})
+	want := policy.Drain{Kind: req.TargetKind, Target: req.Target}
+	drained := slices.ContainsFunc(in.Intents.Drains, func(d policy.Drain) bool { return d.Kind == want.Kind && d.Target == want.Target })
+	if drained && !dryRun {
+		fail(c, fmt.Errorf("%w: %s %s", intents.ErrDrained, req.TargetKind, req.Target))
+		return
+	}
+	impact := policy.WhatIf(in, s.deps.PolicyConfig, want)
 	if dryRun {
 		c.JSON(http.StatusOK, gin.H{"dry_run": true, "impact": impact})
 		return
@@ -174,8 +180,15 @@ func (s *Server) listRateClasses(c *gin.Context) {
 type rateClassRequest struct {
 	EgressBps  int64 `json:"egress_bps"`
 	IngressBps int64 `json:"ingress_bps"`
-	Priority   int   `json:"priority"`
+	Priority   int64 `json:"priority"`
 }
+
+// Ranges of a rate class: rates up to 100 Tbit/s (0 = unlimited), and
+// eight priorities as in IEEE 802.1p traffic classes.
+const (
+	maxRateBps  = 100e12
+	maxPriority = 7
+)
 
 func (s *Server) putRateClass(c *gin.Context) {
 	body, err := s.readBody(c)
@@ -189,18 +202,21 @@ func (s *Server) putRateClass(c *gin.Context) {
 		return
 	}
 	name := c.Param("name")
-	switch {
-	case !planes.ValidName(name):
-		fail(c, badRequest("invalid_parameter", "name", "rate class name %q: letters, digits, '.', '_', '-'; at most 63", name))
-		return
-	case req.EgressBps < 0:
-		fail(c, badRequest("invalid_field", "egress_bps", "egress_bps must be 0 (unlimited) or positive"))
-		return
-	case req.IngressBps < 0:
-		fail(c, badRequest("invalid_field", "ingress_bps", "ingress_bps must be 0 (unlimited) or positive"))
+	if !planes.ValidName(name) {
+		fail(c, badRequest("invalid_parameter", "name", "rate class name %s: letters, digits, '.', '_', '-'; at most 63", quoteBounded(name)))
 		return
 	}
-	rc := policy.RateClass{Name: name, EgressBps: req.EgressBps, IngressBps: req.IngressBps, Priority: req.Priority}
+	for _, err := range []error{
+		checkRange("egress_bps", req.EgressBps, 0, maxRateBps, "0 (unlimited) or a rate in bit/s"),
+		checkRange("ingress_bps", req.IngressBps, 0, maxRateBps, "0 (unlimited) or a rate in bit/s"),
+		checkRange("priority", req.Priority, 0, maxPriority, "a traffic class"),
+	} {
+		if err != nil {
+			fail(c, err)
+			return
+		}
+	}
+	rc := policy.RateClass{Name: name, EgressBps: req.EgressBps, IngressBps: req.IngressBps, Priority: int(req.Priority)}
 	if err := s.deps.Intents.PutClass(c.Request.Context(), rc); err != nil {
 		fail(c, err)
 		return

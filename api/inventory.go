@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/internal/page"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/planes"
@@ -73,8 +74,12 @@ func (s *Server) getTopology(c *gin.Context) {
 	}
 	c.Header("ETag", fmt.Sprintf(`"%d"`, snap.Revision))
 	c.Header("X-Topology-Revision", fmt.Sprint(snap.Revision))
+	topo := snap.Topology
+	if p, _ := principal(c); !p.Role.Allows(auth.RoleAdmin) {
+		topo = redactCredentials(topo)
+	}
 	if strings.Contains(c.GetHeader("Accept"), "yaml") {
-		data, err := toYAML(snap.Topology)
+		data, err := toYAML(topo)
 		if err != nil {
 			fail(c, err)
 			return
@@ -82,7 +87,37 @@ func (s *Server) getTopology(c *gin.Context) {
 		c.Data(http.StatusOK, "application/yaml", data)
 		return
 	}
-	c.JSON(http.StatusOK, snap.Topology)
+	c.JSON(http.StatusOK, topo)
+}
+
+// redacted stands for a credential detail only admins see.
+const redacted = "(redacted)"
+
+// redactCredentials returns a copy of t without gNMI usernames, credential
+// variable names and key paths, for roles below admin.
+func redactCredentials(t *planes.Topology) *planes.Topology {
+	out := *t
+	out.Switches = slices.Clone(t.Switches)
+	for i := range out.Switches {
+		g := &out.Switches[i].GNMI
+		if g.Username != "" {
+			g.Username = redacted
+		}
+		if g.PasswordEnv != "" {
+			g.PasswordEnv = redacted
+		}
+		if g.TLS != nil {
+			tls := *g.TLS
+			if tls.Key != "" {
+				tls.Key = redacted
+			}
+			if tls.Cert != "" {
+				tls.Cert = redacted
+			}
+			g.TLS = &tls
+		}
+	}
+	return &out
 }
 
 func (s *Server) putTopology(c *gin.Context) {

@@ -1,8 +1,7 @@
 package api
 
 import (
-	"context"
-	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,13 +10,16 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
 )
 
 type httpMetrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	refusedConns  prometheus.Counter
+	authLimited   prometheus.Counter
+	streamRefused prometheus.Counter
+	auditFailures prometheus.Counter
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -31,11 +33,19 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Help: "HTTP request latency by method and route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"method", "route"}),
 	}
-	reg.MustRegister(m.requests, m.duration)
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "multiplane", Subsystem: "api", Name: name, Help: help})
+	}
+	m.refusedConns = counter("connections_refused_total", "Connections closed at accept because --http-max-connections were open.")
+	m.authLimited = counter("auth_rate_limited_total", "Requests refused (429) because their client address failed authentication too often.")
+	m.streamRefused = counter("streams_refused_total", "Event stream requests refused (429) by the stream limits.")
+	m.auditFailures = counter("audit_failures_total", "Audit entries that could not be written.")
+	reg.MustRegister(m.requests, m.duration, m.refusedConns, m.authLimited, m.streamRefused, m.auditFailures)
 	return m
 }
 
-// measure counts requests per route pattern (bounded cardinality).
+// measure counts requests per route pattern; methods outside the standard
+// set count as "other", so no label value comes from the client.
 func (s *Server) measure(c *gin.Context) {
 	start := time.Now()
 	c.Next()
@@ -43,8 +53,9 @@ func (s *Server) measure(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	s.metrics.requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(c.Writer.Status())).Inc()
-	s.metrics.duration.WithLabelValues(c.Request.Method, route).Observe(time.Since(start).Seconds())
+	method := knownMethod(c.Request.Method)
+	s.metrics.requests.WithLabelValues(method, route, strconv.Itoa(c.Writer.Status())).Inc()
+	s.metrics.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 }
 
 const (
@@ -61,16 +72,29 @@ func principal(c *gin.Context) (auth.Principal, bool) {
 }
 
 // authenticate requires a valid bearer token on every /api/v1 route but
-// the OpenAPI document.
+// the OpenAPI document. A client address that keeps failing gets 429
+// without a database look-up until its failure budget refills.
 func (s *Server) authenticate(c *gin.Context) {
+	client := c.ClientIP()
+	if limited, wait := s.authLimiter.blocked(client); limited {
+		s.metrics.authLimited.Inc()
+		c.Header("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+		fail(c, &Error{Status: http.StatusTooManyRequests, Code: "too_many_requests",
+			Message: "too many failed authentications from this address; retry later"})
+		return
+	}
 	h := c.GetHeader("Authorization")
 	secret, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || secret == "" {
+		s.authLimiter.failed(client)
 		fail(c, auth.ErrUnauthenticated)
 		return
 	}
 	p, err := s.deps.Tokens.Authenticate(c.Request.Context(), strings.TrimSpace(secret))
 	if err != nil {
+		if errors.Is(err, auth.ErrUnauthenticated) {
+			s.authLimiter.failed(client)
+		}
 		fail(c, err)
 		return
 	}
@@ -88,41 +112,5 @@ func require(need auth.Role) gin.HandlerFunc {
 			return
 		}
 		c.Next()
-	}
-}
-
-// auditMutations records every mutating request, allowed or not, after it ran.
-func (s *Server) auditMutations(c *gin.Context) {
-	c.Next()
-	switch c.Request.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return
-	}
-	e := audit.Entry{
-		Actor: "anonymous", Role: "", Method: c.Request.Method, Path: c.Request.URL.Path,
-		Action: c.Request.Method + " " + c.FullPath(), Status: c.Writer.Status(), Result: "ok",
-		RemoteAddr: c.ClientIP(),
-	}
-	if c.FullPath() == "" {
-		e.Action = c.Request.Method + " (unmatched)"
-	}
-	if p, ok := principal(c); ok {
-		e.Actor, e.Role = p.Name, string(p.Role)
-	}
-	var targets []string
-	for _, p := range c.Params {
-		targets = append(targets, p.Key+"="+p.Value)
-	}
-	e.Target = strings.Join(targets, ",")
-	if code, ok := c.Get(ctxErrorCode); ok {
-		e.Result = code.(string)
-	}
-	if d, ok := c.Get(ctxAuditDetail); ok {
-		e.Detail, _ = json.Marshal(d)
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 5*time.Second)
-	defer cancel()
-	if err := s.deps.Audit.Record(ctx, e); err != nil {
-		s.deps.Logger.Error("audit record failed", "action", e.Action, "actor", e.Actor, "err", err)
 	}
 }

@@ -12,59 +12,71 @@ import (
 )
 
 // routes registers every route of the API; openapi.yaml documents each one
-// (TestOpenAPIMatchesRoutes keeps the two in step).
+// (TestOpenAPIMatchesRoutes keeps the two in step). Each route names the
+// query parameters it takes: any other is a 400, and every path and query
+// value is checked as text before a handler sees it. Every GET answers HEAD.
 func (s *Server) routes() {
 	r := s.engine
-	r.Use(s.recovery, s.measure)
+	r.Use(s.recovery, s.measure, s.auditMutations)
 	dashboard := web.Handler()
 	r.NoRoute(func(c *gin.Context) {
 		// Everything outside /api, /healthz, /readyz and /metrics is the dashboard.
-		if c.Request.Method == http.MethodGet && !strings.HasPrefix(c.Request.URL.Path, "/api/") {
+		if (c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead) && !strings.HasPrefix(c.Request.URL.Path, "/api/") {
 			dashboard.ServeHTTP(c.Writer, c.Request)
 			return
 		}
-		fail(c, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + c.Request.URL.Path})
+		fail(c, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + quoteBounded(c.Request.URL.Path)})
 	})
 	r.NoMethod(func(c *gin.Context) {
-		fail(c, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: c.Request.Method + " is not allowed here"})
+		fail(c, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: quoteBounded(c.Request.Method) + " is not allowed here"})
 	})
+	handle := func(g gin.IRoutes, method, path string, query []string, h gin.HandlerFunc) {
+		g.Handle(method, path, allowQuery(query...), h)
+		if method == http.MethodGet {
+			g.Handle(http.MethodHead, path, allowQuery(query...), h)
+		}
+	}
+	get := func(g gin.IRoutes, path string, query []string, h gin.HandlerFunc) {
+		handle(g, http.MethodGet, path, query, h)
+	}
+	paged := func(more ...string) []string { return append([]string{"limit", "cursor"}, more...) }
 
-	r.GET("/healthz", s.healthz)
-	r.GET("/readyz", s.readyz)
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{Registry: s.deps.Registry})))
-	r.GET("/api/v1/openapi.yaml", s.openAPI)
+	get(r, "/healthz", nil, s.healthz)
+	get(r, "/readyz", nil, s.readyz)
+	get(r, "/metrics", nil, gin.WrapH(promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{Registry: s.deps.Registry})))
+	get(r, "/api/v1/openapi.yaml", nil, s.openAPI)
 
-	v1 := r.Group("/api/v1", s.auditMutations, s.authenticate)
+	v1 := r.Group("/api/v1", s.authenticate)
 	viewer := v1.Group("", require(auth.RoleViewer))
 	operator := v1.Group("", require(auth.RoleOperator))
 	admin := v1.Group("", require(auth.RoleAdmin))
 
-	viewer.GET("/topology", s.getTopology)
-	admin.PUT("/topology", s.putTopology)
+	get(viewer, "/topology", nil, s.getTopology)
+	handle(admin, "PUT", "/topology", nil, s.putTopology)
 
-	viewer.GET("/planes", s.listPlanes)
-	viewer.GET("/planes/:name", s.getPlane)
-	viewer.GET("/switches", s.listSwitches)
-	viewer.GET("/switches/:name", s.getSwitch)
-	viewer.GET("/endpoints", s.listEndpoints)
-	viewer.GET("/endpoints/:name", s.getEndpoint)
-	viewer.GET("/links", s.listLinks)
-	viewer.GET("/endpoints/:name/policy", s.endpointPolicy)
-	viewer.GET("/endpoints/:name/status", s.endpointStatus)
-	operator.PUT("/endpoints/:name/rate-class", s.assignRateClass)
-	operator.DELETE("/endpoints/:name/rate-class", s.unassignRateClass)
-	viewer.GET("/convergence", s.convergence)
-	viewer.GET("/drains", s.listDrains)
-	operator.POST("/drains", s.createDrain)
-	operator.DELETE("/drains/:id", s.deleteDrain)
-	viewer.GET("/rate-classes", s.listRateClasses)
-	operator.PUT("/rate-classes/:name", s.putRateClass)
-	operator.DELETE("/rate-classes/:name", s.deleteRateClass)
-	viewer.GET("/events", s.listEvents)
-	viewer.GET("/stream", s.stream)
+	get(viewer, "/planes", paged("state"), s.listPlanes)
+	get(viewer, "/planes/:name", nil, s.getPlane)
+	get(viewer, "/switches", paged("state", "plane"), s.listSwitches)
+	get(viewer, "/switches/:name", nil, s.getSwitch)
+	get(viewer, "/endpoints", paged("plane"), s.listEndpoints)
+	get(viewer, "/endpoints/:name", nil, s.getEndpoint)
+	get(viewer, "/links", paged("state", "plane", "switch", "endpoint"), s.listLinks)
+	get(viewer, "/endpoints/:name/policy", nil, s.endpointPolicy)
+	get(viewer, "/endpoints/:name/status", nil, s.endpointStatus)
+	handle(operator, "PUT", "/endpoints/:name/rate-class", nil, s.assignRateClass)
+	handle(operator, "DELETE", "/endpoints/:name/rate-class", nil, s.unassignRateClass)
+	get(viewer, "/convergence", nil, s.convergence)
+	get(viewer, "/drains", []string{"all"}, s.listDrains)
+	handle(operator, "POST", "/drains", []string{"dry_run", "force"}, s.createDrain)
+	handle(operator, "DELETE", "/drains/:id", nil, s.deleteDrain)
+	get(viewer, "/rate-classes", nil, s.listRateClasses)
+	handle(operator, "PUT", "/rate-classes/:name", nil, s.putRateClass)
+	handle(operator, "DELETE", "/rate-classes/:name", nil, s.deleteRateClass)
+	get(viewer, "/events", paged("subject", "subject_kind", "since"), s.listEvents)
+	get(viewer, "/stream", nil, s.stream)
 
-	admin.GET("/tokens", s.listTokens)
-	admin.POST("/tokens", s.createToken)
-	admin.DELETE("/tokens/:id", s.revokeToken)
-	admin.GET("/audit", s.listAudit)
+	get(admin, "/tokens", nil, s.listTokens)
+	handle(admin, "POST", "/tokens", nil, s.createToken)
+	handle(admin, "DELETE", "/tokens/:id", nil, s.revokeToken)
+	get(admin, "/audit", paged(), s.listAudit)
 }

@@ -10,6 +10,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -55,21 +56,36 @@ type Deps struct {
 	// Registry serves /metrics; the API registers its HTTP metrics on it.
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
+	// Limits bound connections, streams and failed authentications; zero
+	// fields take DefaultLimits.
+	Limits Limits
 }
 
 // Server is the HTTP handler of the API.
 type Server struct {
-	deps     Deps
-	engine   *gin.Engine
-	metrics  *httpMetrics
-	stopping chan struct{}
-	stopOnce sync.Once
+	deps        Deps
+	limits      Limits
+	engine      *gin.Engine
+	metrics     *httpMetrics
+	streams     *streamSlots
+	authLimiter *authLimiter
+	anon        *anonAudit
+	stopping    chan struct{}
+	stopOnce    sync.Once
 }
 
 // Shutdown ends long-lived responses (the event stream) so an HTTP server
-// shutdown does not wait for them; register it with
+// shutdown does not wait for them, and writes the pending summary of refused
+// anonymous requests; HTTPServer registers it with
 // http.Server.RegisterOnShutdown.
-func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stopping) }) }
+func (s *Server) Shutdown() {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.FlushAudit()
+}
+
+// FlushAudit writes the pending summary of refused anonymous requests now
+// instead of at the next interval.
+func (s *Server) FlushAudit() { s.anon.flushNow() }
 
 // New builds the API handler.
 func New(d Deps) *Server {
@@ -86,9 +102,17 @@ func New(d Deps) *Server {
 		d.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{deps: d, engine: gin.New(), metrics: newHTTPMetrics(d.Registry), stopping: make(chan struct{})}
+	l := d.Limits.withDefaults()
+	s := &Server{deps: d, limits: l, engine: gin.New(), metrics: newHTTPMetrics(d.Registry), stopping: make(chan struct{}),
+		streams: newStreamSlots(l.MaxStreams, l.MaxStreamsPerTok), authLimiter: newAuthLimiter(l.FailedAuthRate, l.FailedAuthBurst)}
+	s.anon = &anonAudit{pending: map[anonKey]*anonCount{}, every: l.AuditFlush, flush: s.recordAnonymous}
 	s.engine.HandleMethodNotAllowed = true
 	s.engine.ContextWithFallback = true
+	// The client address is the connection's: X-Forwarded-For from anyone
+	// would let a client choose its own address for rate limits and audit.
+	if err := s.engine.SetTrustedProxies(nil); err != nil {
+		panic(err) // nil is always accepted
+	}
 	s.routes()
 	return s
 }
@@ -129,14 +153,49 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 
 func (s *Server) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
 
+// NotReady names the component behind a readiness error; /readyz shows
+// callers the names and keeps the errors (socket paths, addresses) for the
+// log.
+type NotReady struct {
+	Component string
+	Err       error
+}
+
+func (e *NotReady) Error() string { return e.Component + ": " + e.Err.Error() }
+func (e *NotReady) Unwrap() error { return e.Err }
+
 func (s *Server) readyz(c *gin.Context) {
 	if s.deps.Ready != nil {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
 		defer cancel()
 		if err := s.deps.Ready(ctx); err != nil {
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "error": err.Error()})
+			s.deps.Logger.Warn("not ready", "err", err)
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "components": notReadyComponents(err)})
 			return
 		}
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// notReadyComponents lists the components named in err (errors.Join and
+// wrapping included), or "fabricd" when none is named.
+func notReadyComponents(err error) map[string]string {
+	out := map[string]string{}
+	var walk func(error)
+	walk = func(err error) {
+		var nr *NotReady
+		if errors.As(err, &nr) {
+			out[nr.Component] = "unavailable"
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	if len(out) == 0 {
+		out["fabricd"] = "unavailable"
+	}
+	return out
 }

@@ -23,6 +23,10 @@ type createTokenResponse struct {
 	Secret string `json:"token"`
 }
 
+// maxTokenTTL bounds ttl_seconds before it becomes a time.Duration (10
+// years; a larger value would overflow into the past or into forever).
+const maxTokenTTL = 10 * 365 * 24 * 3600
+
 func (s *Server) createToken(c *gin.Context) {
 	body, err := s.readBody(c)
 	if err != nil {
@@ -38,8 +42,9 @@ func (s *Server) createToken(c *gin.Context) {
 	case req.Name == "" || len(req.Name) > 64:
 		fail(c, badRequest("invalid_field", "name", "name is required (at most 64 characters)"))
 		return
-	case req.TTLSeconds < 0:
-		fail(c, badRequest("invalid_field", "ttl_seconds", "ttl_seconds must be 0 (no expiry) or positive"))
+	}
+	if err := checkRange("ttl_seconds", req.TTLSeconds, 0, maxTokenTTL, "0 (no expiry) or a lifetime in seconds up to 10 years"); err != nil {
+		fail(c, err)
 		return
 	}
 	p, _ := principal(c)

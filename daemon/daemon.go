@@ -50,6 +50,7 @@ type Config struct {
 	DatabaseURL     string
 	Topology        string
 	MaxBodyBytes    int64
+	HTTP            api.Limits
 	ShutdownTimeout time.Duration
 	Pprof           bool
 	Etcd            kv.Config
@@ -62,7 +63,7 @@ type Config struct {
 // DefaultConfig returns the defaults of every setting.
 func DefaultConfig() Config {
 	return Config{
-		Listen: "127.0.0.1:8080", DataDir: "./var", MaxBodyBytes: api.DefaultMaxBodyBytes,
+		Listen: "127.0.0.1:8080", DataDir: "./var", MaxBodyBytes: api.DefaultMaxBodyBytes, HTTP: api.DefaultLimits(),
 		ShutdownTimeout: 10 * time.Second, Etcd: kv.Config{DialTimeout: 5 * time.Second},
 		Health: planes.DefaultHealthConfig(), Policy: policy.DefaultConfig(), Publish: publish.DefaultConfig(),
 	}
@@ -80,6 +81,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Etcd.RegisterFlags(fs)
 	c.Health.RegisterFlags(fs)
 	c.Telemetry.RegisterFlags(fs)
+	c.HTTP.RegisterFlags(fs)
 	fs.IntVar(&c.Policy.Entropy, "policy-entropy", c.Policy.Entropy, "paths (UDP source ports) per plane in every path set")
 	fs.DurationVar(&c.Publish.Debounce, "publish-debounce", c.Publish.Debounce, "pause in changes that starts a policy computation")
 	fs.DurationVar(&c.Publish.MaxDelay, "publish-max-delay", c.Publish.MaxDelay, "longest a burst of changes can hold a computation back")
@@ -192,9 +194,9 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 
 	handler := api.New(api.Deps{
 		Inventory: inv, Tokens: tokens, Audit: audit.New(db.Pool()), Health: engine, Events: evStore, Bus: bus,
-		Logger: logger.With("component", "api"), Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		Logger: logger.With("component", "api"), Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, Limits: cfg.HTTP,
 		Intents: intentStore, Fleet: fleet.New(kvs.Client), PolicyInput: fabric.policyInput, PolicyConfig: cfg.Policy,
-		Ready:      func(ctx context.Context) error { return errors.Join(db.Ready(ctx), kvs.Ready(ctx)) },
+		Ready:      func(ctx context.Context) error { return readiness(ctx, db, kvs) },
 		OnTopology: fabric.topologyChanged,
 		OnIntents:  fabric.intentsChanged,
 	})
@@ -211,10 +213,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		mux.Handle("/", handler)
 		root = mux
 	}
-	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	srv.RegisterOnShutdown(handler.Shutdown)
+	srv := handler.HTTPServer(logger)
+	srv.Handler = root
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(handler.LimitListener(ln)) }()
 	logger.Info("fabricd ready", "api", "http://"+ln.Addr().String()+"/api/v1", "admin_token", cfg.AdminTokenPath())
 
 	select {
@@ -290,4 +292,17 @@ func buildInfo() prometheus.Collector {
 	})
 	g.Set(1)
 	return g
+}
+
+// readiness names the store that is not ready; /readyz shows the names,
+// the log the errors.
+func readiness(ctx context.Context, db *store.DB, kvs *kv.Store) error {
+	var errs []error
+	if err := db.Ready(ctx); err != nil {
+		errs = append(errs, &api.NotReady{Component: "postgres", Err: err})
+	}
+	if err := kvs.Ready(ctx); err != nil {
+		errs = append(errs, &api.NotReady{Component: "etcd", Err: err})
+	}
+	return errors.Join(errs...)
 }

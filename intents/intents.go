@@ -25,6 +25,7 @@ var (
 	ErrNotFound = errors.New("intents: not found")
 	ErrInUse    = errors.New("intents: rate class is assigned to endpoints")
 	ErrInvalid  = errors.New("intents: invalid")
+	ErrDrained  = errors.New("intents: the target is drained already")
 )
 
 // Drain is a stored drain.
@@ -43,11 +44,29 @@ type Store struct{ pool *pgxpool.Pool }
 // New returns a store over a migrated database.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// AddDrain records an active drain.
+// AddDrain records an active drain; a target has at most one (ErrDrained).
 func (s *Store) AddDrain(ctx context.Context, kind policy.DrainKind, target, reason, by string) (Drain, error) {
 	d := Drain{Drain: policy.Drain{Kind: kind, Target: target}, Reason: reason, CreatedBy: by}
-	err := s.pool.QueryRow(ctx, `INSERT INTO drains (target_kind, target, reason, created_by) VALUES ($1, $2, $3, $4)
-		RETURNING id, created_at`, string(kind), target, reason, by).Scan(&d.ID, &d.CreatedAt)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// One drain at a time per target, also between replicas.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('drains'), hashtext($1 || '/' || $2))`, string(kind), target); err != nil {
+			return err
+		}
+		var id int64
+		err := tx.QueryRow(ctx, `SELECT id FROM drains WHERE target_kind = $1 AND target = $2 AND removed_at IS NULL`,
+			string(kind), target).Scan(&id)
+		if err == nil {
+			return fmt.Errorf("%w (drain %d)", ErrDrained, id)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return tx.QueryRow(ctx, `INSERT INTO drains (target_kind, target, reason, created_by) VALUES ($1, $2, $3, $4)
+			RETURNING id, created_at`, string(kind), target, reason, by).Scan(&d.ID, &d.CreatedAt)
+	})
+	if errors.Is(err, ErrDrained) {
+		return Drain{}, err
+	}
 	if err != nil {
 		return Drain{}, fmt.Errorf("intents: add drain: %w", err)
 	}
@@ -133,11 +152,17 @@ func (s *Store) Classes(ctx context.Context) ([]policy.RateClass, error) {
 	return out, nil
 }
 
-// Assign puts an endpoint in a rate class; class "" removes the assignment.
+// Assign puts an endpoint in a rate class; class "" removes the assignment
+// (ErrNotFound for an endpoint the topology lacks).
 func (s *Store) Assign(ctx context.Context, endpoint, class string) error {
 	var err error
 	if class == "" {
-		_, err = s.pool.Exec(ctx, `DELETE FROM endpoint_rate_classes WHERE endpoint = $1`, endpoint)
+		var known bool
+		err = s.pool.QueryRow(ctx, `WITH gone AS (DELETE FROM endpoint_rate_classes WHERE endpoint = $1)
+			SELECT EXISTS (SELECT 1 FROM endpoints WHERE name = $1)`, endpoint).Scan(&known)
+		if err == nil && !known {
+			return fmt.Errorf("%w: endpoint %q", ErrNotFound, endpoint)
+		}
 	} else {
 		_, err = s.pool.Exec(ctx, `INSERT INTO endpoint_rate_classes (endpoint, class) VALUES ($1, $2)
 			ON CONFLICT (endpoint) DO UPDATE SET class = excluded.class`, endpoint, class)
