@@ -20,8 +20,11 @@ func TestServesDashboard(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("GET %s = %d, body lacks %q", path, resp.StatusCode, want)
 		}
-		if resp.Header.Get("Content-Security-Policy") == "" {
-			t.Errorf("GET %s has no Content-Security-Policy", path)
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("GET %s: Content-Security-Policy %q does not forbid framing", path, csp)
+		}
+		if resp.Header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("GET %s: X-Frame-Options %q, want DENY", path, resp.Header.Get("X-Frame-Options"))
 		}
 	}
 	if resp, _ := srv.Client().Get(srv.URL + "/nope.js"); resp.StatusCode != 404 {
