@@ -286,3 +286,13 @@ func TestLastAdminTokenCannotBeRevoked(t *testing.T) {
 		t.Errorf("the last admin token stopped working: %d", r.Code)
 	}
 }
+
+func TestPanickingHandlerIsAudited(t *testing.T) {
+	f := newFixture(t, func(d *api.Deps) { d.OnIntents = func(context.Context) { panic("boom") } })
+	if r := f.do("PUT", "/api/v1/rate-classes/gold", f.admin, []byte(`{}`)); r.Code != 500 {
+		t.Fatalf("panicking handler = %d", r.Code)
+	}
+	if last := f.lastAudit(t); last.action != "PUT /api/v1/rate-classes/:name" || last.status != 500 {
+		t.Errorf("last audit row %+v, want the PUT with status 500", last)
+	}
+}

@@ -17,7 +17,7 @@ import (
 // value is checked as text before a handler sees it. Every GET answers HEAD.
 func (s *Server) routes() {
 	r := s.engine
-	r.Use(s.recovery, s.measure, s.auditMutations)
+	r.Use(s.measure, s.auditMutations, s.recovery) // a recovered panic is measured and audited as its 500
 	dashboard := web.Handler()
 	r.NoRoute(func(c *gin.Context) {
 		// Everything outside /api, /healthz, /readyz and /metrics is the dashboard.
