@@ -263,7 +263,9 @@ func TestRateGrantIsSharedAmongActiveSenders(t *testing.T) {
 	total := float64(conns[0][1].Stats().BytesReceived + conns[1][1].Stats().BytesReceived)
 	rate := total / el.Seconds()
 	t.Logf("two senders, budget %.0f MB/s: together %.1f MB/s", budget/1e6, rate/1e6)
-	if rate > 1.3*budget || rate < 0.8*budget {
+	// Under the race detector the senders cannot reach the budget (5.7 of
+	// 12 MB/s measured); that they stay under it is still checked.
+	if rate > 1.3*budget || (!raceEnabled && rate < 0.8*budget) {
 		t.Fatalf("aggregate %.1f MB/s for a budget of %.1f MB/s", rate/1e6, budget/1e6)
 	}
 }

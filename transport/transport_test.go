@@ -206,7 +206,9 @@ func TestPollLoopSendsWhatAcksLetOut(t *testing.T) {
 	ackSends, wakes := ca.stats.ackSends, ca.stats.wakes
 	ca.mu.Unlock()
 	t.Logf("32 MiB: %d poll batches sent data after ACKs, sender woken %d times", ackSends, wakes)
-	if ackSends < 50 || wakes > ackSends/2 {
+	// The share of wake-ups depends on scheduling, which the race
+	// detector changes (135 wakes for 250 poll batches measured).
+	if ackSends < 50 || (!raceEnabled && wakes > ackSends/2) {
 		t.Fatalf("%d poll batches sent data after ACKs, sender woken %d times: want most sends from the poll loops", ackSends, wakes)
 	}
 }
