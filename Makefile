@@ -1,11 +1,11 @@
 # Multiplane: `make demo` runs the control plane with the example fabric;
-# `make test` runs every test. Both install what is missing first.
+# `make test` runs every check CI runs. Both install what is missing first.
 GO          ?= go
 BIN         := bin
 GOFLAGS_TEST ?= -count=1 -timeout 30m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test check-large-files demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse lint deps-demo deps-test fuzz clean bench-transport
+.PHONY: all build test check-large-files vet gofmt staticcheck tidy unit race fuzz fuzz-smoke lint demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse deps-demo deps-test clean
 
 all: build
 
@@ -18,19 +18,37 @@ deps-test:
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: deps-test check-large-files
-	$(GO) vet ./...
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) test $(GOFLAGS_TEST) ./...
+# test: every check CI runs, cheapest first.
+test: deps-test check-large-files vet gofmt staticcheck tidy unit race fuzz-smoke
 
 # Tracked files over 1 MiB fail unless listed in scripts/large-files.allow.
 check-large-files:
 	@scripts/check-large-files
 
-lint:
+vet:
 	$(GO) vet ./...
+
+gofmt:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+staticcheck:
 	$(GO) run $(STATICCHECK) ./...
+
+# go.mod and go.sum are what `go mod tidy` would write.
+tidy:
+	$(GO) mod tidy -diff
+
+# Every package's tests (with CI=true the ones needing root, netns or
+# PostgreSQL fail instead of skipping).
+unit: deps-test
+	$(GO) test $(GOFLAGS_TEST) ./...
+
+# The race detector over the concurrent packages.
+RACE_PKGS := ./transport/... ./agent/... ./planes/... ./policy/... ./telemetry/...
+race: deps-test
+	$(GO) test -race $(GOFLAGS_TEST) $(RACE_PKGS)
+
+lint: vet gofmt staticcheck
 
 # demo: a userspace fabric with gNMI switches, fabricd (private PostgreSQL and
 # embedded etcd under ./var), endpoint agents and traffic; a plane fails and
@@ -66,13 +84,23 @@ bench-convergence: deps-demo build
 bench-abuse: deps-demo build
 	$(BIN)/bench-abuse --fabricd $(BIN)/fabricd $(BENCH_ABUSE_ARGS)
 
-# Each target fuzzes for 60 s; minimizing a new input may take 2 s of it
-# (Go's default, 60 s, would leave most of the minute to minimization).
-FUZZ = -run '^$$' -fuzztime 60s -fuzzminimizetime 2s
+# Every fuzz target (package:Func), each for FUZZTIME (make fuzz FUZZTIME=5m);
+# minimizing a new input may take 2 s of it (Go's default, 60 s, would leave
+# most of a minute to minimization). fuzz-smoke is the short run make test does.
+FUZZ_TARGETS := ./planes:FuzzParseTopology ./transport/internal/wire:FuzzParse \
+	./transport/internal/wire:FuzzParseUnchecked ./telemetry:FuzzFrameDecode ./bench:FuzzVerify
+FUZZTIME ?= 60s
+FUZZ_SMOKETIME ?= 10s
+fuzz_each = for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $$t for $(1)"; \
+	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t\#\#*:}$$" -fuzztime $(1) -fuzzminimizetime 2s || exit 1; \
+	done
+
 fuzz:
-	$(GO) test ./planes $(FUZZ) -fuzz FuzzParseTopology
-	$(GO) test ./transport/internal/wire $(FUZZ) -fuzz 'FuzzParse$$'
-	$(GO) test ./transport/internal/wire $(FUZZ) -fuzz FuzzParseUnchecked
+	@$(call fuzz_each,$(FUZZTIME))
+
+fuzz-smoke:
+	@$(call fuzz_each,$(FUZZ_SMOKETIME))
 
 clean:
 	rm -rf $(BIN)
