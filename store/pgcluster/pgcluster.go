@@ -35,6 +35,14 @@
 // kept locked for the life of the child), so killing fabricd with -9 leaves
 // no postgres behind. A postmaster.pid left by such a kill does not block the
 // next Start; a live postmaster on the same data does (ErrAlreadyRunning).
+//
+// Supervision: Done is closed when the postmaster exits. Supervise (run in a
+// goroutine) restarts it whenever it exits other than by Stop (a crash, an
+// OOM kill, kill -9): at once the first time, with exponential backoff when
+// it keeps failing; Restart does one restart. The data, settings and socket
+// stay the same, so URL stays valid; a client pool only has to drop its dead
+// connections. Collector exports multiplane_store_postgres_up and counts of
+// exits and restarts.
 package pgcluster
 
 import (
@@ -58,11 +66,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Errors returned by Start; test with errors.Is.
@@ -78,6 +88,21 @@ var (
 	// ErrStartup: postgres did not come up; the error carries the log tail.
 	ErrStartup = errors.New("pgcluster: PostgreSQL failed to start")
 )
+
+// RunningError is the ErrAlreadyRunning of a live postmaster: its pid, and
+// the URL of the database Start would have given, over that postmaster's
+// socket, for a client that wants to use the running cluster instead.
+type RunningError struct {
+	Pid     int
+	PidFile string
+	URL     string
+}
+
+func (e *RunningError) Error() string {
+	return fmt.Sprintf("%v: postmaster pid %d (from %s); stop it first", ErrAlreadyRunning, e.Pid, e.PidFile)
+}
+
+func (e *RunningError) Unwrap() error { return ErrAlreadyRunning }
 
 const (
 	// SuperUser is the cluster's bootstrap superuser, used in URL.
@@ -131,8 +156,21 @@ type Cluster struct {
 	url       string
 	stopWait  time.Duration
 
+	// What a restart needs to start postgres the same way again.
+	binDir string
+	id     identity
+	opts   Options
+
+	opMu    sync.Mutex // serialises Restart and Stop
+	procMu  sync.Mutex // proc; written under opMu as well
 	proc    *child
 	logFile *os.File
+
+	// life ends when Stop begins: Supervise and Restart give up.
+	life    context.Context
+	endLife context.CancelFunc
+
+	restarts, restartFailures, unexpectedExits atomic.Int64
 
 	stopOnce sync.Once
 	stopErr  error
@@ -150,19 +188,26 @@ func (c *Cluster) SocketDir() string { return c.socketDir }
 // LogPath returns the path of the postgres log file.
 func (c *Cluster) LogPath() string { return c.logPath }
 
-// Pid returns the postmaster's process id.
-func (c *Cluster) Pid() int { return c.proc.cmd.Process.Pid }
+func (c *Cluster) current() *child {
+	c.procMu.Lock()
+	defer c.procMu.Unlock()
+	return c.proc
+}
 
-// Done is closed when the postmaster has exited, whether by Stop or not;
-// fabricd can watch it to notice that its database went away.
-func (c *Cluster) Done() <-chan struct{} { return c.proc.done }
+// Pid returns the postmaster's process id (the new one after a Restart).
+func (c *Cluster) Pid() int { return c.current().cmd.Process.Pid }
 
-// Err returns how the postmaster exited (nil for a clean exit), once Done
-// is closed; nil before.
+// Done is closed when the current postmaster has exited, whether by Stop
+// or not; Supervise watches it. After a Restart, Done is a new channel.
+func (c *Cluster) Done() <-chan struct{} { return c.current().done }
+
+// Err returns how the current postmaster exited (nil for a clean exit),
+// once Done is closed; nil before.
 func (c *Cluster) Err() error {
+	p := c.current()
 	select {
-	case <-c.proc.done:
-		return c.proc.err
+	case <-p.done:
+		return p.err
 	default:
 		return nil
 	}
@@ -236,7 +281,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		pgData:   filepath.Join(dataDir, "postgres"),
 		logPath:  filepath.Join(dataDir, "postgres.log"),
 		stopWait: opts.StopTimeout,
+		id:       id,
+		opts:     opts,
 	}
+	c.life, c.endLife = context.WithCancel(context.Background())
 
 	dataVersion, err := readPGVersion(c.pgData)
 	if err != nil {
@@ -246,6 +294,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.binDir = binDir
 	logger.Debug("using PostgreSQL binaries", "bin_dir", binDir)
 
 	c.logFile, err = os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -272,13 +321,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if c.socketDir, err = c.prepareSocketDir(id); err != nil {
 		return nil, err
 	}
-	if err := c.clearStalePid(); err != nil {
-		return nil, err
-	}
-
-	if err := c.startPostgres(binDir, id, opts); err != nil {
-		return nil, err
-	}
 	q := url.Values{}
 	q.Set("host", c.socketDir)
 	q.Set("port", strconv.Itoa(Port))
@@ -289,6 +331,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		Path:     "/" + opts.Database,
 		RawQuery: q.Encode(),
 	}).String()
+	if err := c.clearStalePid(); err != nil {
+		return nil, err
+	}
+
+	if err := c.startPostgres(); err != nil {
+		return nil, err
+	}
 
 	if err := c.waitReady(ctx); err != nil {
 		c.kill()
@@ -299,7 +348,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	ok = true
-	logger.Info("PostgreSQL started", "data_dir", c.pgData, "socket_dir", c.socketDir, "pid", c.Pid(), "database", opts.Database)
+	logger.Info("PostgreSQL started", "data_dir", c.pgData, "socket_dir", c.socketDir, "pid", c.proc.cmd.Process.Pid, "database", opts.Database)
 	return c, nil
 }
 
@@ -312,6 +361,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 // and Err).
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.stopOnce.Do(func() {
+		c.endLife() // a Restart in progress gives up, and releases opMu
+		c.opMu.Lock()
+		defer c.opMu.Unlock()
 		c.stopErr = c.stop(ctx)
 		c.logFile.Close()
 		if !strings.HasPrefix(c.socketDir, c.dataDir+"/") {
@@ -329,18 +381,19 @@ func (c *Cluster) stop(ctx context.Context) error {
 		return nil
 	default:
 	}
-	c.logger.Debug("stopping PostgreSQL", "pid", c.Pid())
+	pid := p.cmd.Process.Pid
+	c.logger.Debug("stopping PostgreSQL", "pid", pid)
 	_ = p.cmd.Process.Signal(syscall.SIGINT)
 	t := time.NewTimer(c.stopWait)
 	defer t.Stop()
 	select {
 	case <-p.done:
-		c.logger.Info("PostgreSQL stopped", "pid", c.Pid())
+		c.logger.Info("PostgreSQL stopped", "pid", pid)
 		return nil
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	c.logger.Warn("PostgreSQL did not stop in time; sending SIGQUIT", "pid", c.Pid())
+	c.logger.Warn("PostgreSQL did not stop in time; sending SIGQUIT", "pid", pid)
 	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
 	t.Reset(5 * time.Second)
 	select {
@@ -350,6 +403,161 @@ func (c *Cluster) stop(ctx context.Context) error {
 	}
 	c.kill()
 	return fmt.Errorf("pgcluster: PostgreSQL did not stop; killed with SIGKILL")
+}
+
+// ErrStopped: Restart after Stop.
+var ErrStopped = errors.New("pgcluster: cluster stopped")
+
+// Restart starts the postmaster again, on the same data, settings and
+// socket (so the URL stays valid), after it exited on its own: a crash, an
+// OOM kill, kill -9. It waits for the old server's processes to go (as
+// Start does for a stale postmaster.pid), and returns once the new one
+// accepts connections. It does nothing while the postmaster runs, and
+// fails with ErrStopped once Stop has begun (Stop interrupts it).
+func (c *Cluster) Restart(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	if c.life.Err() != nil {
+		return ErrStopped
+	}
+	select {
+	case <-c.proc.done:
+	default:
+		return nil
+	}
+	if err := c.clearStalePid(); err != nil {
+		return err
+	}
+	if err := c.startPostgres(); err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		c.kill()
+		if c.life.Err() != nil {
+			return ErrStopped
+		}
+		return err
+	}
+	return nil
+}
+
+// Supervision configures Supervise; the zero value is usable.
+type Supervision struct {
+	// MinBackoff is the wait before a restart when the server ran for less
+	// than StableAfter since the last one (the first restart after a stable
+	// run is immediate); doubled on every further failure up to MaxBackoff.
+	// Defaults 500ms, 30s and 60s.
+	MinBackoff, MaxBackoff, StableAfter time.Duration
+	// OnRestart, if set, is called after each successful restart (fabricd
+	// drops its pool's dead connections there).
+	OnRestart func()
+}
+
+// Supervise keeps the postmaster running until ctx ends or Stop is called:
+// whenever it exits on its own it is restarted (Restart), immediately the
+// first time and with exponential backoff while it keeps failing or dying
+// soon after a restart. Every exit and restart is logged and counted (see
+// Collector). Supervise blocks; run it in a goroutine.
+func (c *Cluster) Supervise(ctx context.Context, s Supervision) {
+	if s.MinBackoff <= 0 {
+		s.MinBackoff = 500 * time.Millisecond
+	}
+	if s.MaxBackoff <= 0 {
+		s.MaxBackoff = 30 * time.Second
+	}
+	if s.StableAfter <= 0 {
+		s.StableAfter = time.Minute
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
+	var backoff time.Duration
+	var lastStart time.Time // the first exit is restarted at once
+	for {
+		p := c.current()
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.done:
+		}
+		if ctx.Err() != nil {
+			return // stopping: the exit was ours
+		}
+		c.unexpectedExits.Add(1)
+		c.logger.Error("PostgreSQL exited unexpectedly; restarting it", "pid", p.cmd.Process.Pid, "err", p.err, "log", c.logPath)
+		if lastStart.IsZero() || time.Since(lastStart) >= s.StableAfter {
+			backoff = 0
+		} else {
+			backoff = min(max(2*backoff, s.MinBackoff), s.MaxBackoff)
+		}
+		for attempt := 1; ; attempt++ {
+			if backoff > 0 {
+				c.logger.Warn("waiting before restarting PostgreSQL", "backoff", backoff, "attempt", attempt)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+			}
+			start := time.Now()
+			err := c.Restart(ctx)
+			if err == nil {
+				c.restarts.Add(1)
+				lastStart = time.Now()
+				c.logger.Info("PostgreSQL restarted", "pid", c.Pid(), "attempt", attempt,
+					"took", time.Since(start).Round(time.Millisecond))
+				if s.OnRestart != nil {
+					s.OnRestart()
+				}
+				break
+			}
+			if ctx.Err() != nil || errors.Is(err, ErrStopped) {
+				return
+			}
+			c.restartFailures.Add(1)
+			backoff = min(max(2*backoff, s.MinBackoff), s.MaxBackoff)
+			c.logger.Error("PostgreSQL restart failed", "attempt", attempt, "err", err)
+		}
+	}
+}
+
+// Collector returns a Prometheus collector of the cluster's supervision:
+// multiplane_store_postgres_up (1 while the postmaster runs),
+// multiplane_store_postgres_exits_total (exits not caused by Stop),
+// multiplane_store_postgres_restarts_total and
+// multiplane_store_postgres_restart_failures_total.
+func (c *Cluster) Collector() prometheus.Collector { return clusterCollector{c} }
+
+var (
+	descUp              = prometheus.NewDesc("multiplane_store_postgres_up", "1 while the private PostgreSQL's postmaster runs, else 0.", nil, nil)
+	descExits           = prometheus.NewDesc("multiplane_store_postgres_exits_total", "Exits of the private PostgreSQL not caused by fabricd stopping it.", nil, nil)
+	descRestarts        = prometheus.NewDesc("multiplane_store_postgres_restarts_total", "Successful restarts of the private PostgreSQL after it exited.", nil, nil)
+	descRestartFailures = prometheus.NewDesc("multiplane_store_postgres_restart_failures_total", "Failed attempts to restart the private PostgreSQL.", nil, nil)
+)
+
+type clusterCollector struct{ c *Cluster }
+
+func (cc clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descUp
+	ch <- descExits
+	ch <- descRestarts
+	ch <- descRestartFailures
+}
+
+func (cc clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	up := 1.0
+	select {
+	case <-cc.c.Done():
+		up = 0
+	default:
+	}
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(descExits, prometheus.CounterValue, float64(cc.c.unexpectedExits.Load()))
+	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(cc.c.restarts.Load()))
+	ch <- prometheus.MustNewConstMetric(descRestartFailures, prometheus.CounterValue, float64(cc.c.restartFailures.Load()))
 }
 
 // kill sends SIGKILL to the postmaster's process group and waits (bounded)
@@ -687,7 +895,8 @@ const orphanWait = 15 * time.Second
 
 // clearStalePid handles a postmaster.pid left behind by a postgres that was
 // killed. If its process is alive and a postgres, or any process still works
-// in the cluster directory, the cluster is running: ErrAlreadyRunning.
+// in the cluster directory, the cluster is running: ErrAlreadyRunning (a
+// *RunningError for a live postmaster).
 // Otherwise the stale lock files are removed, so that a recycled pid cannot
 // make postgres refuse to start.
 func (c *Cluster) clearStalePid() error {
@@ -701,7 +910,7 @@ func (c *Cluster) clearStalePid() error {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
 	if pid > 0 && processAlive(pid) && isPostgres(pid) {
-		return fmt.Errorf("%w: postmaster pid %d (from %s); stop it first", ErrAlreadyRunning, pid, pidFile)
+		return &RunningError{Pid: pid, PidFile: pidFile, URL: c.url}
 	}
 	// A killed postmaster's children exit by themselves once they notice
 	// it is gone; on a loaded machine that can take a moment.
@@ -770,7 +979,8 @@ func processesIn(dir string) []int {
 	return pids
 }
 
-func (c *Cluster) startPostgres(binDir string, id identity, opts Options) error {
+func (c *Cluster) startPostgres() error {
+	binDir, id, opts := c.binDir, c.id, c.opts
 	settings := map[string]string{
 		"listen_addresses":        "",
 		"unix_socket_directories": c.socketDir,
@@ -796,7 +1006,9 @@ func (c *Cluster) startPostgres(binDir string, id identity, opts Options) error 
 	if err != nil {
 		return fmt.Errorf("pgcluster: run postgres: %w", err)
 	}
+	c.procMu.Lock()
 	c.proc = p
+	c.procMu.Unlock()
 	c.logger.Debug("postgres started", "pid", cmd.Process.Pid)
 	return nil
 }
