@@ -21,6 +21,10 @@ type Embedded struct {
 	etcd      *embed.Etcd
 	client    string
 	closeOnce sync.Once
+	closing   chan struct{} // closed when Close begins
+	failed    chan struct{} // closed when the server failed on its own
+	failErr   error         // why, valid after failed
+	watchDone chan struct{}
 }
 
 type embeddedPorts struct {
@@ -86,7 +90,47 @@ func startEtcd(ctx context.Context, base string, ports embeddedPorts) (*Embedded
 		e.Close()
 		return nil, ctx.Err()
 	}
-	return &Embedded{etcd: e, client: clientURL.String()}, nil
+	emb := &Embedded{etcd: e, client: clientURL.String(), closing: make(chan struct{}),
+		failed: make(chan struct{}), watchDone: make(chan struct{})}
+	go emb.watch()
+	return emb, nil
+}
+
+// watch notices the server failing or stopping other than by Close.
+func (e *Embedded) watch() {
+	defer close(e.watchDone)
+	var err error
+	select {
+	case <-e.closing:
+		return
+	case err = <-e.etcd.Err():
+	case <-e.etcd.Server.StopNotify():
+		err = errors.New("server stopped")
+	}
+	select {
+	case <-e.closing:
+		return // Close stopped it
+	default:
+	}
+	if err == nil { // Err closed
+		err = errors.New("server stopped")
+	}
+	e.failErr = fmt.Errorf("kv: embedded etcd failed: %w", err)
+	close(e.failed)
+}
+
+// Failed is closed when the server fails or stops on its own (not by
+// Close); Err then says why. fabricd exits when it does.
+func (e *Embedded) Failed() <-chan struct{} { return e.failed }
+
+// Err returns why the server failed, once Failed is closed; nil before.
+func (e *Embedded) Err() error {
+	select {
+	case <-e.failed:
+		return e.failErr
+	default:
+		return nil
+	}
 }
 
 // loadOrPickPorts reuses the saved ports, or picks free ones (always when
@@ -125,7 +169,13 @@ func freePort() (int, error) {
 func (e *Embedded) Endpoints() []string { return []string{e.client} }
 
 // Close stops the server and waits for it; later calls do nothing.
-func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
+func (e *Embedded) Close() {
+	e.closeOnce.Do(func() {
+		close(e.closing)
+		e.etcd.Close()
+		<-e.watchDone
+	})
+}
 
 // EmbeddedEndpoints returns the client URL of the embedded etcd a fabricd
 // with this data directory runs (or last ran), for agents on the same host.

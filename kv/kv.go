@@ -117,6 +117,24 @@ func (s *Store) Ready(ctx context.Context) error {
 	return nil
 }
 
+// Failed is closed when the embedded server fails on its own (see
+// Embedded.Failed); it is never closed for an external cluster, whose
+// outages the client rides out by reconnecting (Ready reports them).
+func (s *Store) Failed() <-chan struct{} {
+	if s.embedded == nil {
+		return nil
+	}
+	return s.embedded.Failed()
+}
+
+// Err returns why the embedded server failed, once Failed is closed.
+func (s *Store) Err() error {
+	if s.embedded == nil {
+		return nil
+	}
+	return s.embedded.Err()
+}
+
 // Endpoints are the client URLs in use.
 func (s *Store) Endpoints() []string { return s.Client.Endpoints() }
 
