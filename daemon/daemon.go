@@ -108,8 +108,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	}()
 
 	dbURL := cfg.DatabaseURL
+	var cluster *pgcluster.Cluster // the private one, if any
 	if dbURL == "" {
-		cluster, err := startPostgres(ctx, cfg.DataDir, logger)
+		var err error
+		cluster, err = startPostgres(ctx, cfg.DataDir, logger)
 		if err != nil {
 			return fmt.Errorf("fabricd: private PostgreSQL: %w", err)
 		}
@@ -140,12 +142,8 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	closers = append(closers, func() { kvs.Close() })
 
 	tokens := auth.NewTokens(db.Pool())
-	created, err := tokens.EnsureAdmin(ctx, cfg.AdminTokenPath())
-	if err != nil {
-		return fmt.Errorf("fabricd: %w", err)
-	}
-	if created {
-		logger.Info("first start: admin token written; use it as a bearer token", "path", cfg.AdminTokenPath())
+	if err := ensureAdmin(ctx, tokens, cfg, logger); err != nil {
+		return err
 	}
 
 	inv := inventory.New(db.Pool())
@@ -161,6 +159,9 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo(), db.Collector(), engine.Collector())
+	if cluster != nil {
+		reg.MustRegister(cluster.Collector())
+	}
 	evStore := events.New(db.Pool())
 	intentStore := intents.New(db.Pool())
 	publisher := publish.New(kvs.Client, cfg.Publish, logger.With("component", "publish"))
@@ -183,6 +184,11 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	evSub := bus.Subscribe(8192)
 	evWriter := events.NewWriter(evStore, logger.With("component", "events"))
 	evWriter.Writes = publisher.Recording // replicas see the same transitions; the leader records them
+	if cluster != nil {
+		// A private PostgreSQL that dies (OOM killer, kill -9) is restarted on
+		// the same socket; the pool then drops its dead connections.
+		wg.Go(func() { cluster.Supervise(bg, pgcluster.Supervision{OnRestart: db.Pool().Reset}) })
+	}
 	wg.Go(func() { evWriter.Run(bg, evSub) })
 	wg.Go(func() { engine.Run(bg, 50*time.Millisecond) })
 	wg.Go(func() { fabric.follow(bg, 30*time.Second) })
@@ -223,6 +229,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("fabricd: serve: %w", err)
+	case <-kvs.Failed():
+		// etcd runs inside this process; restarting it in place is not
+		// safe, so exit non-zero for the supervisor to restart fabricd.
+		return fmt.Errorf("fabricd: %w", kvs.Err())
 	}
 	logger.Info("shutting down")
 	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -230,6 +240,29 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	if err := srv.Shutdown(shutCtx); err != nil {
 		logger.Warn("in-flight requests did not finish in time", "err", err)
 		srv.Close()
+	}
+	return nil
+}
+
+// ensureAdmin mints the first admin token on the first start, and warns when
+// no admin token is live (all expired): a start never replaces one on its
+// own; `fabricd admin-token` does, locally (see auth.Tokens.EnsureAdmin).
+func ensureAdmin(ctx context.Context, tokens *auth.Tokens, cfg Config, logger *slog.Logger) error {
+	created, err := tokens.EnsureAdmin(ctx, cfg.AdminTokenPath())
+	if err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	if created {
+		logger.Info("first start: admin token written; use it as a bearer token", "path", cfg.AdminTokenPath())
+		return nil
+	}
+	n, err := tokens.LiveAdmins(ctx)
+	if err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	if n == 0 {
+		logger.Warn("no live admin token: mint one on this host with `fabricd admin-token` (docs/operations.md)",
+			"data_dir", cfg.DataDir)
 	}
 	return nil
 }
