@@ -5,7 +5,8 @@
 //
 //	store := events.New(pool)
 //	w := events.NewWriter(store, logger)
-//	go w.Run(ctx, bus.Subscribe(4096))
+//	reg.MustRegister(w.Collector())
+//	go w.Run(ctx, bus.SubscribeQueued(events.SubscriptionBuffer, events.SubscriptionLimit))
 //	page, err := store.List(ctx, events.Query{Subject: "p0", Limit: 100})
 package events
 
@@ -121,35 +122,78 @@ func collect(rows pgx.Rows) ([]planes.Event, error) {
 	return out, nil
 }
 
-// maxPending bounds the events held while the database is unavailable.
-const maxPending = 100_000
-
-// Writer persists events from a bus subscription.
+// Writer persists events from a bus subscription. It does not lose events
+// on its own: while the database is unavailable it holds up to MaxPending
+// events and then stops reading, so the subscription absorbs the rest (give
+// it room: planes.Bus.SubscribeQueued). Events the subscription still had to
+// drop are recorded as one history_gap event with their count (evidence
+// "lost") and counted in multiplane_events_lost_total.
 type Writer struct {
 	store  *Store
 	logger *slog.Logger
 	// MaxBatch bounds one append; FlushEvery bounds how long an event waits.
 	MaxBatch   int
 	FlushEvery time.Duration
+	// MaxPending bounds the events held while the database is unavailable.
+	MaxPending int
 	// Writes, if set, says whether this process writes the history now:
 	// fabricd replicas all see the same transitions, and only the policy
-	// leader records them. Events arriving while it is false are dropped.
+	// leader records them. Events arriving while it is false are skipped.
 	Writes func() bool
+
+	metrics writerMetrics
 }
+
+// Default sizes of NewWriter, and of the queued subscription fabricd gives
+// the writer (planes.Bus.SubscribeQueued(SubscriptionBuffer, SubscriptionLimit)).
+const (
+	DefaultMaxPending  = 100_000
+	SubscriptionBuffer = 1024
+	SubscriptionLimit  = 1_000_000
+)
 
 // NewWriter returns a writer with default batching.
 func NewWriter(store *Store, logger *slog.Logger) *Writer {
-	return &Writer{store: store, logger: logger, MaxBatch: 1000, FlushEvery: 100 * time.Millisecond}
+	return &Writer{store: store, logger: logger, MaxBatch: 1000, FlushEvery: 100 * time.Millisecond,
+		MaxPending: DefaultMaxPending, metrics: newWriterMetrics()}
 }
 
 // Run writes events from sub until ctx ends or sub closes, then flushes
 // what it holds. A failed write is retried with backoff; events are kept.
 func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 	var pending []planes.Event
+	maxPending := w.MaxPending
+	if maxPending <= 0 {
+		maxPending = DefaultMaxPending
+	}
 	ticker := time.NewTicker(w.FlushEvery)
 	defer ticker.Stop()
 	backoff := time.Duration(0)
 	var retryAt time.Time
+	var seenDropped uint64 // the writer owns sub: every drop it counted is a gap
+	// gaps turns drops the subscription counted since the last look into
+	// a history_gap event, coalesced with one not yet written.
+	gaps := func() {
+		d := sub.Dropped()
+		if d == seenDropped {
+			return
+		}
+		lost := d - seenDropped
+		seenDropped = d
+		w.metrics.lost.Add(float64(lost))
+		if w.Writes != nil && !w.Writes() {
+			return
+		}
+		w.logger.Error("events lost before reaching the history; recording a gap", "lost", lost)
+		if n := len(pending); n > 0 && pending[n-1].Kind == planes.EventHistoryGap {
+			prev, _ := pending[n-1].Evidence["lost"].(uint64)
+			pending[n-1].Evidence["lost"] = prev + lost
+			pending[n-1].Reason = gapReason(prev + lost)
+			return
+		}
+		pending = append(pending, planes.Event{At: time.Now().UTC(), SubjectKind: planes.SubjectHistory, Subject: "events",
+			Kind: planes.EventHistoryGap, Reason: gapReason(lost), Evidence: map[string]any{"lost": lost}})
+	}
 	flush := func(c context.Context) {
 		if len(pending) == 0 || time.Now().Before(retryAt) {
 			return
@@ -158,38 +202,47 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 			backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
 			retryAt = time.Now().Add(backoff)
 			w.logger.Warn("events not written yet; retrying", "events", len(pending), "retry_in", backoff, "err", err)
+			w.metrics.failures.Inc()
 			return
 		}
+		w.metrics.written.Add(float64(len(pending)))
 		pending, backoff, retryAt = pending[:0], 0, time.Time{}
 	}
 	final := func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		gaps()
 		retryAt = time.Time{}
 		flush(c)
 		if len(pending) > 0 {
+			w.metrics.lost.Add(float64(len(pending)))
 			w.logger.Error("events lost at shutdown", "events", len(pending))
 		}
 	}
 	for {
+		w.metrics.pending.Set(float64(len(pending)))
+		// Backpressure: with MaxPending held, stop reading; the
+		// subscription holds (or counts) what comes meanwhile.
+		in := sub.C
+		if len(pending) >= maxPending {
+			in = nil
+		}
 		select {
-		case e, ok := <-sub.C:
+		case e, ok := <-in:
 			if !ok {
 				final()
 				return
 			}
+			gaps()
 			if w.Writes != nil && !w.Writes() {
 				continue
 			}
 			pending = append(pending, e)
-			if len(pending) > maxPending {
-				w.logger.Error("database unavailable too long: dropping oldest events", "dropped", len(pending)-maxPending)
-				pending = append(pending[:0], pending[len(pending)-maxPending:]...)
-			}
 			if len(pending) >= w.MaxBatch {
 				flush(ctx)
 			}
 		case <-ticker.C:
+			gaps()
 			flush(ctx)
 		case <-ctx.Done():
 			// Take what is already queued, then flush.
@@ -200,7 +253,9 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 					if !ok {
 						break drain
 					}
-					pending = append(pending, e)
+					if w.Writes == nil || w.Writes() {
+						pending = append(pending, e)
+					}
 				default:
 					break drain
 				}
@@ -209,4 +264,8 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 			return
 		}
 	}
+}
+
+func gapReason(lost uint64) string {
+	return fmt.Sprintf("%d events were lost before they could be recorded (fabricd fell behind or the database was unavailable too long)", lost)
 }

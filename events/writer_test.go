@@ -1,0 +1,170 @@
+package events_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/multiplane/multiplane/events"
+	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
+	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/store/storetest"
+)
+
+func numbered(from, n int) []planes.Event {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	evs := make([]planes.Event, n)
+	for i := range evs {
+		evs[i] = planes.Event{At: t0.Add(time.Duration(from+i) * time.Millisecond), SubjectKind: planes.SubjectLink,
+			Subject: fmt.Sprintf("s0:E%d", from+i), Kind: planes.EventStateChange, From: "up", To: "down"}
+	}
+	return evs
+}
+
+// metric reads one of the writer's series.
+func metric(t *testing.T, w *events.Writer, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(w.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if m.Counter != nil {
+				return m.Counter.GetValue()
+			}
+			return m.Gauge.GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// history splits what the store holds into transitions and gap counts.
+func history(t *testing.T, store *events.Store) (transitions int, gaps []float64) {
+	t.Helper()
+	var after int64
+	for {
+		page, err := store.List(context.Background(), events.Query{AfterID: after, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return
+		}
+		for _, e := range page {
+			if e.Kind == planes.EventHistoryGap {
+				if e.SubjectKind != planes.SubjectHistory {
+					t.Fatalf("gap event %+v", e)
+				}
+				lost, _ := e.Evidence["lost"].(float64)
+				gaps = append(gaps, lost)
+			} else {
+				transitions++
+			}
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+func startWriter(t *testing.T, w *events.Writer, sub *planes.Subscription) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx, sub); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; sub.Close() })
+}
+
+// Drops the subscription counted become a history_gap event with their
+// count, and the metric.
+func TestWriterRecordsGap(t *testing.T) {
+	db := storetest.New(t)
+	store := events.New(db.Pool())
+	bus := planes.NewBus()
+	sub := bus.Subscribe(2)
+	bus.Publish(numbered(0, 10)...) // nobody reads yet: 8 dropped
+	w := events.NewWriter(store, testenv.Logger(t))
+	startWriter(t, w, sub)
+
+	testutil.WaitFor(t, 10*time.Second, "2 transitions and a gap in the history", func() bool {
+		n, gaps := history(t, store)
+		return n == 2 && len(gaps) == 1
+	})
+	if _, gaps := history(t, store); gaps[0] != 8 {
+		t.Fatalf("gap records %v lost, want 8", gaps[0])
+	}
+	if got := metric(t, w, "multiplane_events_lost_total"); got != 8 {
+		t.Fatalf("multiplane_events_lost_total = %v, want 8", got)
+	}
+}
+
+// While the database blocks the writer, a queued subscription keeps every
+// event and the history ends complete; a plain one loses some, and the
+// history says exactly how many.
+func TestWriterWhileDatabaseBlocked(t *testing.T) {
+	const total = 5000
+	for _, tc := range []struct {
+		name      string
+		subscribe func(*planes.Bus) *planes.Subscription
+		lossless  bool
+	}{
+		{"queued subscription", func(b *planes.Bus) *planes.Subscription { return b.SubscribeQueued(16, 100_000) }, true},
+		{"plain subscription", func(b *planes.Bus) *planes.Subscription { return b.Subscribe(16) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := storetest.New(t)
+			ctx := context.Background()
+			store := events.New(db.Pool())
+			bus := planes.NewBus()
+			sub := tc.subscribe(bus)
+
+			// Another session holds the events table: appends wait.
+			tx, err := db.Pool().Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, `LOCK TABLE events IN ACCESS EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
+			}
+			w := events.NewWriter(store, testenv.Logger(t))
+			w.MaxBatch, w.MaxPending = 50, 200
+			startWriter(t, w, sub)
+			for i := 0; i < total; i += 100 {
+				bus.Publish(numbered(i, 100)...)
+			}
+			testutil.WaitFor(t, 10*time.Second, "the writer to wait on the lock", func() bool {
+				var n int
+				db.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`).Scan(&n)
+				return n > 0
+			})
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			testutil.WaitFor(t, 20*time.Second, "every event written or accounted for", func() bool {
+				n, gaps := history(t, store)
+				lost := 0.0
+				for _, g := range gaps {
+					lost += g
+				}
+				return float64(n)+lost == total
+			})
+			n, gaps := history(t, store)
+			lost := metric(t, w, "multiplane_events_lost_total")
+			t.Logf("%d of %d written, gaps %v, dropped %d", n, total, gaps, sub.Dropped())
+			if tc.lossless && (n != total || len(gaps) != 0 || lost != 0) {
+				t.Fatalf("queued subscription: %d of %d written, gaps %v, lost_total %v; want none lost", n, total, gaps, lost)
+			}
+			if !tc.lossless && (len(gaps) == 0 || lost != float64(total-n)) {
+				t.Fatalf("plain subscription: %d written, gaps %v, lost_total %v; want the %d lost recorded", n, gaps, lost, total-n)
+			}
+		})
+	}
+}
