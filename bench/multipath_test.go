@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 )
 
 // TestTransportModesOverUserspaceFabric runs the bench in modes multipath
@@ -33,7 +33,7 @@ func TestTransportModesOverUserspaceFabric(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
 			defer cancel()
-			f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Planes: pcs, Port: freeUDPPort(t), Logger: testenv.Logger(t)})
+			f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Planes: pcs, Port: testutil.FabricPort(t, 2, planes), Logger: testenv.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,14 +81,4 @@ func deref(p *int64) any {
 		return "unknown"
 	}
 	return *p
-}
-
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 78, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/multiplane/multiplane/bench"
 	"github.com/multiplane/multiplane/demo"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/store/pgcluster"
 	"github.com/multiplane/multiplane/transport"
@@ -30,7 +30,7 @@ func TestBenchTrafficSurvivesFabricdKill(t *testing.T) {
 	cfg := demo.DefaultConfig()
 	cfg.DataDir, cfg.Listen, cfg.FabricdBin = dataDir(t), "", fabricdBin(t)
 	cfg.Hosts, cfg.Planes, cfg.RateBps, cfg.FailPlane, cfg.Out = 2, 4, 20e6, -1, io.Discard
-	cfg.FabricPort = 30000 + rand.IntN(20000)
+	cfg.FabricPort = testutil.FabricPort(t, cfg.Hosts, cfg.Planes)
 	cfg.NoHosts = true
 	cfg.FabricdArgs = []string{"--log-level", "warn"}
 	env, err := demo.Start(ctx, cfg, testenv.Logger(t))

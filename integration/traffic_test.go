@@ -10,6 +10,7 @@ import (
 
 	"github.com/multiplane/multiplane/demo"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/store/pgcluster"
@@ -22,6 +23,7 @@ func startEnv(t *testing.T, etcd []string) *demo.Env {
 	cfg := demo.DefaultConfig()
 	cfg.DataDir, cfg.Listen, cfg.FabricdBin = dataDir(t), "", fabricdBin(t)
 	cfg.Hosts, cfg.Planes, cfg.RateBps, cfg.Message = 2, 4, 20e6, 64<<10
+	cfg.FabricPort = testutil.FabricPort(t, cfg.Hosts, cfg.Planes) // not 4793: a demo may run here
 	cfg.FailPlane, cfg.Out = -1, io.Discard
 	cfg.EtcdEndpoints = etcd
 	cfg.FabricdArgs = []string{"--log-level", "warn"}

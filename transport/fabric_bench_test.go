@@ -9,6 +9,7 @@ import (
 
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 )
 
 // BenchmarkFabricGoodput streams 64 KiB messages for one second over a
@@ -47,8 +48,7 @@ func BenchmarkFabricGoodput(b *testing.B) {
 
 func startFabricB(b *testing.B, planes []userspace.PlaneConfig, cfg Config) *fabricPair {
 	ctx := testenv.Context(b)
-	port := int(fabricPort.Add(1))
-	f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Port: port, Planes: planes})
+	f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Port: testutil.FabricPort(b, 2, len(planes)), Planes: planes})
 	if err != nil {
 		b.Fatal(err)
 	}

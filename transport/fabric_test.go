@@ -12,12 +12,9 @@ import (
 
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/transport/internal/wire"
 )
-
-var fabricPort atomic.Int32
-
-func init() { fabricPort.Store(25000 + int32(time.Now().UnixNano()%1000)*10) }
 
 type fabricPair struct {
 	f      *userspace.Fabric
@@ -30,8 +27,7 @@ type fabricPair struct {
 func startFabric(t *testing.T, planes []userspace.PlaneConfig, cfg Config) *fabricPair {
 	t.Helper()
 	ctx := testenv.Context(t)
-	port := int(fabricPort.Add(1))
-	f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Port: port, Planes: planes, Logger: testenv.Logger(t)})
+	f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Port: testutil.FabricPort(t, 2, len(planes)), Planes: planes, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

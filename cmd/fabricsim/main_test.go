@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/multiplane/multiplane/internal/testutil"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while run writes to it.
@@ -30,12 +31,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestUserspaceFabricStartsAndStops(t *testing.T) {
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 78, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := c.LocalAddr().(*net.UDPAddr).Port
-	c.Close()
+	port := testutil.FabricPort(t, 3, 2)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -44,13 +40,7 @@ func TestUserspaceFabricStartsAndStops(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"--planes", "2", "--hosts", "3", "--rate", "50", "--port", strconv.Itoa(port)}, &out, &errb)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "ready") {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready:\n%s%s", out.String(), errb.String())
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
+	testutil.WaitFor(t, 10*time.Second, "the fabric ready", func() bool { return strings.Contains(out.String(), "ready") })
 	for _, want := range []string{"host 2 plane 1 local 127.77.1.3 peer 127.78.1.3:" + strconv.Itoa(port), "host 0 plane 0 local 127.77.0.1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -311,7 +310,7 @@ func TestSwitchRestartStopStall(t *testing.T) {
 
 func TestUserspacePlaneSource(t *testing.T) {
 	ctx := testenv.Context(t)
-	f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Port: 20000 + os.Getpid()%20000, Planes: []userspace.PlaneConfig{{}, {}}})
+	f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Port: testutil.FabricPort(t, 2, 2), Planes: []userspace.PlaneConfig{{}, {}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func start(t testing.TB, cfg Config) *Fabric {
 	t.Helper()
 	if cfg.Port == 0 {
-		cfg.Port = freePort(t)
+		cfg.Port = testutil.FabricPort(t, cfg.Hosts, len(cfg.Planes))
 	}
 	cfg.Logger = testenv.Logger(t)
 	f, err := Start(testenv.Context(t), cfg)
@@ -31,18 +31,6 @@ func start(t testing.TB, cfg Config) *Fabric {
 	}
 	t.Cleanup(func() { _ = f.Close() })
 	return f
-}
-
-// freePort picks a port free on the relay addresses (tests run in parallel
-// packages, so the default port may be taken).
-func freePort(t testing.TB) int {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 78, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
 // host is a test endpoint on one plane: rx listens where the relay
@@ -305,7 +293,7 @@ func TestConfigErrors(t *testing.T) {
 
 func TestCloseStopsOnContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	f, err := Start(ctx, Config{Hosts: 2, Port: freePort(t), Planes: make([]PlaneConfig, 2)})
+	f, err := Start(ctx, Config{Hosts: 2, Port: testutil.FabricPort(t, 2, 2), Planes: make([]PlaneConfig, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
