@@ -10,6 +10,7 @@ package fabricdproc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -43,16 +44,45 @@ type Proc struct {
 	token   string
 }
 
-// Start starts fabricd and waits until it is ready.
+// Start starts fabricd and waits until it is ready. When Options.Listen is
+// empty it picks a free loopback port, and picks again if another process
+// took the port before fabricd bound it (fabricd exits at start with
+// "address already in use").
 func Start(ctx context.Context, o Options) (*Proc, error) {
-	if o.Listen == "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+	pick := o.Listen == ""
+	for attempt := 1; ; attempt++ {
+		opts := o
+		if pick {
+			addr, err := freeLoopbackAddr()
+			if err != nil {
+				return nil, err
+			}
+			opts.Listen = addr
 		}
-		o.Listen = l.Addr().String()
-		l.Close()
+		p, err := start(ctx, opts)
+		if pick && attempt < 3 && errors.Is(err, errAddrInUse) {
+			continue
+		}
+		return p, err
 	}
+}
+
+// errAddrInUse is wrapped when fabricd exited at start because its listen
+// address was taken.
+var errAddrInUse = errors.New("fabricdproc: listen address in use")
+
+// freeLoopbackAddr is 127.0.0.1 with a port the kernel picked (an ephemeral
+// port, so never one `make demo` uses).
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func start(ctx context.Context, o Options) (*Proc, error) {
 	if o.LogPath == "" {
 		o.LogPath = filepath.Join(o.DataDir, "fabricd.log")
 	}
@@ -66,6 +96,7 @@ func Start(ctx context.Context, o Options) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	logStart, _ := logFile.Seek(0, io.SeekEnd) // this run's output starts here
 	args := append([]string{"--data-dir", o.DataDir, "--listen", o.Listen}, o.Args...)
 	cmd := exec.Command(o.Bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -88,7 +119,11 @@ func Start(ctx context.Context, o Options) (*Proc, error) {
 		}
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("fabricdproc: fabricd exited at start (%v); %s ends with:\n%s", cmd.ProcessState, o.LogPath, logTail(o.LogPath, 20))
+			err := fmt.Errorf("fabricdproc: fabricd exited at start (%v); %s ends with:\n%s", cmd.ProcessState, o.LogPath, logTail(o.LogPath, 20))
+			if out := logSince(o.LogPath, logStart); strings.Contains(out, "address already in use") && strings.Contains(out, o.Listen) {
+				err = fmt.Errorf("%w: %s: %w", errAddrInUse, o.Listen, err)
+			}
+			return nil, err
 		case <-ctx.Done():
 			p.Stop()
 			return nil, ctx.Err()
@@ -159,6 +194,15 @@ func (p *Proc) Stop() {
 func (p *Proc) Kill() {
 	p.cmd.Process.Kill()
 	<-p.done
+}
+
+// logSince returns the file at path from offset on ("" if unreadable).
+func logSince(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || offset > int64(len(b)) {
+		return ""
+	}
+	return string(b[offset:])
 }
 
 // logTail returns the last n lines of the file at path, for error messages
