@@ -5,16 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/internal/page"
+	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/policy/fleet"
+	"github.com/multiplane/multiplane/store"
 )
 
 // Error is an API error with its HTTP status. Its JSON form is
@@ -43,6 +49,9 @@ func fail(c *gin.Context, err error) {
 	if apiErr.Status >= 500 {
 		loggerFrom(c).Error("request failed", "method", c.Request.Method, "route", c.FullPath(), "err", err)
 	}
+	if apiErr.Status == http.StatusServiceUnavailable {
+		c.Header("Retry-After", "1")
+	}
 	if apiErr.Status == http.StatusUnauthorized {
 		c.Header("WWW-Authenticate", `Bearer realm="multiplane"`)
 	}
@@ -67,6 +76,9 @@ func toAPIError(err error) *Error {
 	case errors.As(err, &maxBytes):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 			Message: fmt.Sprintf("request body is larger than %d bytes", maxBytes.Limit)}
+	case unavailable(err):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
+			Message: "a store fabricd depends on is unavailable; retry shortly (see /readyz)"}
 	case errors.Is(err, planes.ErrNotFound), errors.Is(err, auth.ErrNotFound), errors.Is(err, intents.ErrNotFound),
 		errors.Is(err, fleet.ErrNoStatus):
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: trimPkg(err)}
@@ -88,6 +100,23 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusConflict, Code: "conflict", Field: "name", Message: trimPkg(err)}
 	}
 	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the fabricd log"}
+}
+
+// unavailable reports whether err says a store could not be reached (the
+// private PostgreSQL restarting, say), as opposed to a bug.
+func unavailable(err error) bool {
+	var connErr *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, kv.ErrUnavailable), errors.As(err, &connErr),
+		errors.As(err, &netErr), pgconn.Timeout(err), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED):
+		return true
+	case errors.As(err, &pgErr):
+		// 08: connection exception; 57P: the server is shutting down or starting.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	}
+	return false
 }
 
 // trimPkg drops the "pkg: " prefix of a domain error for users.

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/multiplane/multiplane/api"
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/inventory"
 )
 
 // hostileText are values no string field or parameter may carry.
@@ -294,5 +297,18 @@ func TestPanickingHandlerIsAudited(t *testing.T) {
 	}
 	if last := f.lastAudit(t); last.action != "PUT /api/v1/rate-classes/:name" || last.status != 500 {
 		t.Errorf("last audit row %+v, want the PUT with status 500", last)
+	}
+}
+
+func TestUnreachableStoreIs503(t *testing.T) {
+	dead, err := pgxpool.New(context.Background(), "host=/nonexistent/socket-dir user=nobody dbname=none connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dead.Close)
+	f := newFixture(t, func(d *api.Deps) { d.Inventory = inventory.New(dead) })
+	r := f.do("GET", "/api/v1/planes", f.admin, nil)
+	if code, _, _ := r.apiError(t); r.Code != 503 || code != "unavailable" || r.Header.Get("Retry-After") == "" {
+		t.Errorf("GET with the database unreachable = %d %s (Retry-After %q), want 503 unavailable", r.Code, r.Body, r.Header.Get("Retry-After"))
 	}
 }
