@@ -23,6 +23,15 @@ func (p *Publisher) Collector() prometheus.Collector {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		generation: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "multiplane", Subsystem: "policy",
 			Name: "generation", Help: "Latest generation this replica published."}),
+		drift: prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "multiplane", Subsystem: "policy",
+			Name: "drift_repairs_total", Help: "Documents found changed in etcd behind the leader's back, and rewritten."},
+			func() float64 { return float64(p.driftRepairs.Load()) }),
+		reconciliations: prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "multiplane", Subsystem: "policy",
+			Name: "reconciliations_total", Help: "Times the leader re-read its documents from etcd to look for drift."},
+			func() float64 { return float64(p.reconciliations.Load()) }),
+		refusals: prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "multiplane", Subsystem: "policy",
+			Name: "generation_refusals_total", Help: "Publications refused because the next generation would exceed 2^53 (a corrupt generation in etcd)."},
+			func() float64 { return float64(p.refusals.Load()) }),
 		leader: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "multiplane", Subsystem: "policy",
 			Name: "leader", Help: "1 while this replica is the policy leader."}, func() float64 {
 			if p.IsLeader() {
@@ -52,11 +61,13 @@ type metrics struct {
 	publications, writes, deletes, bytes, txns prometheus.Counter
 	duration, compute                          prometheus.Histogram
 	generation                                 prometheus.Gauge
+	drift, reconciliations, refusals           prometheus.CounterFunc
 	leader                                     prometheus.GaugeFunc
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.publications, m.writes, m.deletes, m.bytes, m.txns, m.duration, m.compute, m.generation, m.leader}
+	return []prometheus.Collector{m.publications, m.writes, m.deletes, m.bytes, m.txns, m.duration, m.compute, m.generation,
+		m.drift, m.reconciliations, m.refusals, m.leader}
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {

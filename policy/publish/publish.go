@@ -5,6 +5,15 @@
 // complete update (docs/etcd-layout.md). Recomputation is debounced and
 // coalesced: Trigger may be called at any rate.
 //
+// The leader does not trust its memory of etcd: it reads every document it
+// owns when elected, again every ReconcileEvery, and whenever a watch on its
+// keys reports a change it did not make. A document found different from
+// what it wrote (changed, deleted, added, its generation altered) is drift:
+// it is counted (multiplane_policy_drift_repairs_total) and rewritten at a
+// new generation, so agents apply the repair. Generations never go
+// backwards or wrap: the next one is above every generation found in etcd,
+// and none above MaxGeneration is ever published.
+//
 //	p := publish.New(cli, publish.DefaultConfig(), logger)
 //	go p.Run(ctx, compute) // campaigns, then publishes on every Trigger
 //	p.Trigger()
@@ -46,12 +55,30 @@ type Config struct {
 	SessionTTL int
 	// ID names this replica in the leader key and generation documents.
 	ID string
+	// ReconcileEvery is how often the leader re-reads its documents from
+	// etcd and repairs drift, besides after every foreign change its watch
+	// sees.
+	ReconcileEvery time.Duration
 }
+
+// MaxGeneration is the highest generation the publisher writes: 2^53, the
+// largest integer every JSON consumer (float64 numbers) reads exactly. A
+// larger generation found in etcd is taken as corruption: the publisher
+// refuses to publish past it (ErrGenerationExhausted, an error log and
+// multiplane_policy_generation_refusals_total) and keeps serving what is
+// there, rather than wrap to 0 or go backwards, which agents would ignore
+// or misapply. An operator repairs etcd by hand (docs/etcd-layout.md).
+const MaxGeneration uint64 = 1 << 53
+
+// ErrGenerationExhausted is returned when the next generation would exceed
+// MaxGeneration.
+var ErrGenerationExhausted = errors.New("publish: generation would exceed 2^53; etcd holds a corrupt generation")
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
-	return Config{Debounce: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5, ID: fmt.Sprintf("%s-%d", host, os.Getpid())}
+	return Config{Debounce: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5,
+		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ReconcileEvery: 30 * time.Second}
 }
 
 var errCrashed = errors.New("publish: crashed mid-update (test failpoint)")
@@ -93,9 +120,16 @@ type Publisher struct {
 	// crashAfterTxns, when > 0, makes publish stop dead after that many
 	// transactions, as a leader killed mid-update would (tests only).
 	crashAfterTxns int
-	mu             sync.Mutex
-	last           Result
-	onResult       func(Result)
+	// noWatch disables the watch on owned keys (tests of the periodic
+	// reconciliation).
+	noWatch  bool
+	mu       sync.Mutex
+	last     Result
+	onResult func(Result)
+
+	driftRepairs    atomic.Uint64 // documents found drifted and rewritten
+	reconciliations atomic.Uint64
+	refusals        atomic.Uint64 // publications refused at MaxGeneration
 }
 
 // New returns a publisher; Run starts it.
@@ -118,6 +152,9 @@ func New(cli *clientv3.Client, cfg Config, logger *slog.Logger) *Publisher {
 	}
 	if cfg.ID == "" {
 		cfg.ID = d.ID
+	}
+	if cfg.ReconcileEvery <= 0 {
+		cfg.ReconcileEvery = d.ReconcileEvery
 	}
 	return &Publisher{cli: cli, cfg: cfg, logger: logger, trigger: make(chan struct{}, 1)}
 }
@@ -201,10 +238,21 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 	p.logger.Info("elected policy leader", "id", p.cfg.ID)
 	guard := clientv3.Compare(clientv3.CreateRevision(el.Key()), "=", el.Rev())
 
-	w := &writer{p: p, guard: guard}
-	if err := w.load(ctx); err != nil {
+	// Read etcd afresh on every election: nothing is trusted from a
+	// previous term.
+	w := &writer{p: p, guard: guard, own: map[int64]bool{}}
+	rev, err := w.load(ctx)
+	if err != nil {
 		return err
 	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	foreign := make(chan struct{}, 1)
+	if !p.noWatch {
+		go w.watch(watchCtx, rev+1, foreign)
+	}
+	reconcile := time.NewTicker(p.cfg.ReconcileEvery)
+	defer reconcile.Stop()
 	p.Trigger() // publish once on winning
 	for {
 		select {
@@ -216,6 +264,17 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 		case <-sess.Done():
 			return errors.New("publish: leader session expired")
 		case <-p.trigger:
+		case <-foreign:
+			if !w.takeForeign() {
+				continue // only our own writes
+			}
+			if err := w.reconcile(ctx); err != nil {
+				return err
+			}
+		case <-reconcile.C:
+			if err := w.reconcile(ctx); err != nil {
+				return err
+			}
 		}
 		// Coalesce a burst: wait until triggers pause for Debounce, but no
 		// longer than MaxDelay after the first.
@@ -244,6 +303,12 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 			continue
 		}
 		res, err := w.publish(ctx, in)
+		if errors.Is(err, ErrGenerationExhausted) {
+			p.refusals.Add(1)
+			p.logger.Error("refusing to publish: the next generation would exceed the bound; keeping what etcd holds",
+				"generation", w.generation, "max", MaxGeneration)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -266,27 +331,147 @@ type writer struct {
 	p          *Publisher
 	guard      clientv3.Cmp
 	content    map[string][]byte // key → document without its generation
-	generation uint64
+	gens       map[string]uint64 // key → generation of the stored document
+	generation uint64            // the highest generation in etcd
+	genKey     uint64            // what the generation key says
+
+	mu      sync.Mutex
+	own     map[int64]bool // etcd revisions of our own transactions
+	foreign []int64        // revisions of changes the watch saw, not yet checked
 }
 
-// load reads every document this leader may write.
-func (w *writer) load(ctx context.Context) error {
-	w.content = map[string][]byte{}
-	for _, prefix := range []string{policy.PrefixEndpoints, policy.PrefixDirectory, policy.Prefix + "fabric/"} {
-		resp, err := w.p.cli.Get(ctx, prefix, clientv3.WithPrefix())
-		if err != nil {
-			return fmt.Errorf("publish: read %s: %w", prefix, err)
-		}
-		for _, kv := range resp.Kvs {
-			key := string(kv.Key)
-			gen, content := canonical(key, kv.Value)
-			w.generation = max(w.generation, gen)
-			if key != policy.KeyGeneration && content != nil {
-				w.content[key] = content
-			}
+// ownedStart and ownedEnd bound the keys the leader writes: directory/,
+// endpoints/ and fabric/ (in that order), as one range.
+const (
+	ownedStart = policy.PrefixDirectory
+	ownedEnd   = policy.Prefix + "fabric0" // just after every fabric/ key
+)
+
+// load reads every document this leader may write, at one revision, and
+// returns that revision.
+func (w *writer) load(ctx context.Context) (int64, error) {
+	resp, err := w.p.cli.Get(ctx, ownedStart, clientv3.WithRange(ownedEnd))
+	if err != nil {
+		return 0, fmt.Errorf("publish: read documents: %w", err)
+	}
+	w.content, w.gens, w.generation, w.genKey = map[string][]byte{}, map[string]uint64{}, 0, 0
+	for _, kv := range resp.Kvs {
+		key := string(kv.Key)
+		gen, content := canonical(key, kv.Value)
+		w.generation = max(w.generation, gen)
+		if key == policy.KeyGeneration {
+			w.genKey = gen
+		} else if content != nil {
+			w.content[key], w.gens[key] = content, gen
 		}
 	}
+	return resp.Header.Revision, nil
+}
+
+// reconcile re-reads etcd, counts the documents that differ from what this
+// leader last wrote, and triggers a publication that rewrites them.
+func (w *writer) reconcile(ctx context.Context) error {
+	prevContent, prevGens, prevGen := w.content, w.gens, w.generation
+	if _, err := w.load(ctx); err != nil {
+		return err
+	}
+	w.p.reconciliations.Add(1)
+	if prevContent == nil { // a failed update: nothing known to compare
+		w.p.Trigger()
+		return nil
+	}
+	drift := 0
+	for key, c := range prevContent {
+		now, ok := w.content[key]
+		switch {
+		case !ok: // deleted: publish writes it again
+			drift++
+		case !bytes.Equal(now, c):
+			drift++
+		case w.gens[key] != prevGens[key]:
+			drift++
+			w.content[key] = []byte("drifted generation") // never equal: rewritten
+		}
+	}
+	for key := range w.content {
+		if _, ok := prevContent[key]; !ok { // added: publish deletes it
+			drift++
+		}
+	}
+	if w.genKey != prevGen {
+		drift++
+	}
+	if drift > 0 {
+		w.p.driftRepairs.Add(uint64(drift))
+		w.p.logger.Warn("documents in etcd changed behind the leader's back; repairing", "documents", drift,
+			"generation", w.generation)
+		w.p.Trigger()
+	}
 	return nil
+}
+
+// watch reports changes to the owned keys from rev on, to be checked
+// against the leader's own transactions. A broken watch (compaction, a lost
+// connection) reports a change too, so the leader reconciles, and restarts.
+func (w *writer) watch(ctx context.Context, rev int64, foreign chan<- struct{}) {
+	signal := func(revs ...int64) {
+		w.mu.Lock()
+		w.foreign = append(w.foreign, revs...)
+		w.mu.Unlock()
+		select {
+		case foreign <- struct{}{}:
+		default:
+		}
+	}
+	for ctx.Err() == nil {
+		for resp := range w.p.cli.Watch(clientv3.WithRequireLeader(ctx), ownedStart, clientv3.WithRange(ownedEnd), clientv3.WithRev(rev)) {
+			if err := resp.Err(); err != nil {
+				break
+			}
+			var revs []int64
+			for _, ev := range resp.Events {
+				revs = append(revs, ev.Kv.ModRevision)
+			}
+			if len(revs) > 0 {
+				signal(revs...)
+			}
+			rev = resp.Header.Revision + 1
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		signal(-1) // unknown: reconcile
+		rev = 0    // from now; the reconciliation covers the gap
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// takeForeign reports whether any change the watch saw was not made by
+// this leader. Called between publications, when every own transaction's
+// revision is recorded.
+func (w *writer) takeForeign() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	found := false
+	var seen int64
+	for _, r := range w.foreign {
+		if r < 0 || !w.own[r] {
+			found = true
+		}
+		seen = max(seen, r)
+	}
+	w.foreign = w.foreign[:0]
+	// The watch delivers in revision order: our revisions up to the
+	// last one seen will not come again.
+	for r := range w.own {
+		if r <= seen {
+			delete(w.own, r)
+		}
+	}
+	return found
 }
 
 // canonical decodes a stored document and returns its generation and its
@@ -344,6 +529,14 @@ type op struct {
 
 func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	start := time.Now()
+	if w.content == nil { // the last update failed part-way: read what it left
+		if _, err := w.load(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	if w.generation >= MaxGeneration {
+		return Result{}, ErrGenerationExhausted
+	}
 	gen := w.generation + 1
 	desired := map[string]interface{ setGeneration(uint64) uint64 }{}
 	desired[policy.KeyPlanes] = &planesDoc{Planes: in.Output.Planes}
@@ -372,7 +565,7 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 			ops = append(ops, op{key: key})
 		}
 	}
-	if len(ops) == 0 {
+	if len(ops) == 0 && w.genKey == w.generation {
 		return Result{Generation: w.generation}, nil
 	}
 	slices.SortFunc(ops, func(a, b op) int { return strings.Compare(a.key, b.key) })
@@ -424,7 +617,14 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	res.Txns++
 	res.Written++
 	res.Bytes += len(policy.KeyGeneration) + len(genDoc)
-	w.content, w.generation = newContent, gen
+	for _, o := range ops {
+		if o.doc == nil {
+			delete(w.gens, o.key)
+		} else {
+			w.gens[o.key] = gen
+		}
+	}
+	w.content, w.generation, w.genKey = newContent, gen, gen
 	res.Duration = time.Since(start)
 	return res, nil
 }
@@ -437,5 +637,8 @@ func (w *writer) txn(ctx context.Context, ops []clientv3.Op) error {
 	if !resp.Succeeded {
 		return ErrLostLeadership
 	}
+	w.mu.Lock()
+	w.own[resp.Header.Revision] = true
+	w.mu.Unlock()
 	return nil
 }

@@ -1,0 +1,212 @@
+package publish_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
+	"github.com/multiplane/multiplane/kv/kvtest"
+	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/policy/publish"
+)
+
+func startWith(t *testing.T, cli *clientv3.Client, cfg publish.Config, src *source, results chan publish.Result, setup func(*publish.Publisher)) *publish.Publisher {
+	cfg.MaxTxnOps, cfg.ParallelTxns, cfg.SessionTTL = 16, 2, 2
+	p := publish.New(cli, cfg, testenv.Logger(t))
+	p.OnResult(func(r publish.Result) { results <- r })
+	if setup != nil {
+		setup(p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx, src.compute); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p
+}
+
+func put(t *testing.T, cli *clientv3.Client, key, value string) {
+	t.Helper()
+	if _, err := cli.Put(context.Background(), key, value); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func endpointDoc(t *testing.T, cli *clientv3.Client, name string) (policy.EndpointDoc, bool) {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), policy.KeyEndpoint(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d policy.EndpointDoc
+	if len(resp.Kvs) == 0 {
+		return d, false
+	}
+	json.Unmarshal(resp.Kvs[0].Value, &d)
+	return d, true
+}
+
+// Documents changed behind the leader's back (content, generation, deleted,
+// added) are repaired at a new generation and counted, through the watch
+// and, with the watch off, through the periodic reconciliation.
+func TestRepairsDrift(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+		setup func(*publish.Publisher)
+	}{
+		{"watch", time.Hour, nil},
+		{"periodic", 200 * time.Millisecond, (*publish.Publisher).NoWatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := kvtest.New(t).Client
+			src := &source{}
+			src.set(output(10, false))
+			results := make(chan publish.Result, 10)
+			cfg := publish.DefaultConfig()
+			cfg.ID, cfg.ReconcileEvery = "a", tc.every
+			p := startWith(t, cli, cfg, src, results, tc.setup)
+			if r := waitResult(t, results); r.Generation != 1 {
+				t.Fatalf("first publication %+v", r)
+			}
+			want, _ := endpointDoc(t, cli, "h003")
+
+			// Someone else edits etcd, in one transaction (so the
+			// leader repairs it all at once).
+			tampered := want
+			tampered.RatePolicy.EgressBps = 1 // a different cap, same generation
+			doc3, _ := json.Marshal(tampered)
+			g5, _ := endpointDoc(t, cli, "h005")
+			g5.Generation = 0 // content as computed, generation rewound
+			doc5, _ := json.Marshal(g5)
+			_, err := cli.Txn(context.Background()).Then(
+				clientv3.OpPut(policy.KeyEndpoint("h003"), string(doc3)),
+				clientv3.OpPut(policy.KeyEndpoint("h005"), string(doc5)),
+				clientv3.OpDelete(policy.KeyEndpoint("h004")),
+				clientv3.OpPut(policy.KeyEndpoint("intruder"), `{"generation":1,"endpoint":"intruder"}`),
+			).Commit()
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			r := waitResult(t, results)
+			if r.Generation != 2 {
+				t.Fatalf("repair published %+v, want generation 2", r)
+			}
+			for _, name := range []string{"h003", "h004", "h005"} {
+				got, ok := endpointDoc(t, cli, name)
+				if !ok || got.Generation != 2 || got.RatePolicy.EgressBps != want.RatePolicy.EgressBps {
+					t.Fatalf("%s after repair = %+v (present %v), want the computed document at generation 2", name, got, ok)
+				}
+			}
+			if _, ok := endpointDoc(t, cli, "intruder"); ok {
+				t.Fatal("a document added behind the leader's back is still there")
+			}
+			if g, _ := generationOf(t, cli, policy.KeyGeneration); g != 2 {
+				t.Fatalf("generation key %d, want 2", g)
+			}
+			if g, _ := generationOf(t, cli, policy.KeyEndpoint("h006")); g != 1 {
+				t.Fatalf("untouched h006 rewritten at %d", g)
+			}
+			testutil.WaitFor(t, 5*time.Second, "drift counted", func() bool {
+				d, _, _ := p.Counts()
+				return d == 4
+			})
+
+			// Its own writes are not drift: no further publication.
+			p.Trigger()
+			select {
+			case r := <-results:
+				t.Fatalf("published %+v with nothing changed", r)
+			case <-time.After(min(3*tc.every, 500*time.Millisecond) + 100*time.Millisecond): // a window to see nothing happen
+			}
+			if d, _, _ := p.Counts(); d != 4 {
+				t.Fatalf("drift repairs %d after the leader's own writes, want 4", d)
+			}
+		})
+	}
+}
+
+// A generation key rewound behind the leader's back is drift as well: the
+// next generation stays above every one the leader wrote.
+func TestGenerationKeyRewoundIsRepaired(t *testing.T) {
+	cli := kvtest.New(t).Client
+	src := &source{}
+	src.set(output(3, false))
+	results := make(chan publish.Result, 10)
+	cfg := publish.DefaultConfig()
+	cfg.ID, cfg.ReconcileEvery = "a", time.Hour
+	startWith(t, cli, cfg, src, results, nil)
+	waitResult(t, results)
+	put(t, cli, policy.KeyGeneration, `{"generation":0}`)
+	if r := waitResult(t, results); r.Generation != 2 {
+		t.Fatalf("repair = %+v, want generation 2", r)
+	}
+	if g, _ := generationOf(t, cli, policy.KeyGeneration); g != 2 {
+		t.Fatalf("generation key %d, want 2", g)
+	}
+}
+
+// Generations never wrap or pass 2^53: a corrupt generation found in etcd
+// stops publication (counted) while the replica keeps leading; up to the
+// bound it publishes, and a new leader continues above what etcd holds.
+func TestGenerationBound(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		found    uint64
+		want     uint64 // 0: refused
+		inDocKey bool   // the high generation is in a document, not the generation key
+	}{
+		{"2^64-1 in the generation key", 1<<64 - 1, 0, false},
+		{"2^64-1 in a document", 1<<64 - 1, 0, true},
+		{"2^53 in the generation key", publish.MaxGeneration, 0, false},
+		{"2^53-1 in the generation key", publish.MaxGeneration - 1, publish.MaxGeneration, false},
+		{"an older leader's 41", 41, 42, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := kvtest.New(t).Client
+			if tc.inDocKey {
+				put(t, cli, policy.KeyEndpoint("h000"), fmt.Sprintf(`{"generation":%d,"endpoint":"h000"}`, tc.found))
+				put(t, cli, policy.KeyGeneration, `{"generation":7}`)
+			} else {
+				put(t, cli, policy.KeyGeneration, fmt.Sprintf(`{"generation":%d}`, tc.found))
+			}
+			src := &source{}
+			src.set(output(3, false))
+			results := make(chan publish.Result, 10)
+			cfg := publish.DefaultConfig()
+			cfg.ID, cfg.ReconcileEvery = "a", time.Hour
+			p := startWith(t, cli, cfg, src, results, nil)
+			if tc.want != 0 {
+				if r := waitResult(t, results); r.Generation != tc.want {
+					t.Fatalf("published generation %d, want %d", r.Generation, tc.want)
+				}
+				return
+			}
+			testutil.WaitFor(t, 20*time.Second, "the publication refused", func() bool {
+				_, _, refused := p.Counts()
+				return refused > 0
+			})
+			select {
+			case r := <-results:
+				t.Fatalf("published %+v past the bound", r)
+			default:
+			}
+			if !p.IsLeader() {
+				t.Fatal("the replica stopped leading")
+			}
+			key, want := policy.KeyGeneration, tc.found
+			if tc.inDocKey {
+				want = 7
+			}
+			if g, _ := generationOf(t, cli, key); g != want {
+				t.Fatalf("generation key moved to %d (wrapped?), want %d kept", g, want)
+			}
+		})
+	}
+}
