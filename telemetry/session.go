@@ -211,6 +211,11 @@ func (s *session) stream(ctx context.Context, p *processor) (synced bool, kind s
 		return false, ErrKindConnect, causeOr(sctx, err)
 	}
 	if err := stream.SendMsg(s.request()); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The target ended the stream (a refused login, say): gRPC gives
+			// its status to RecvMsg, not to SendMsg.
+			err = stream.RecvMsg(&frame{})
+		}
 		return false, ErrKindConnect, causeOr(sctx, err)
 	}
 	p.resetBaselines()
