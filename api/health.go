@@ -23,9 +23,9 @@ func (s *Server) listEvents(c *gin.Context) {
 	}
 	q := events.Query{Subject: c.Query("subject"), SubjectKind: c.Query("subject_kind"), Limit: req.Limit}
 	switch q.SubjectKind {
-	case "", planes.SubjectLink, planes.SubjectSwitch, planes.SubjectPlane:
+	case "", planes.SubjectLink, planes.SubjectSwitch, planes.SubjectPlane, planes.SubjectHistory:
 	default:
-		fail(c, badRequest("invalid_parameter", "subject_kind", "subject_kind must be link, switch or plane"))
+		fail(c, badRequest("invalid_parameter", "subject_kind", "subject_kind must be link, switch, plane or history"))
 		return
 	}
 	if since := c.Query("since"); since != "" {

@@ -87,6 +87,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Publish.MaxDelay, "publish-max-delay", c.Publish.MaxDelay, "longest a burst of changes can hold a computation back")
 	fs.IntVar(&c.Publish.MaxTxnOps, "publish-max-txn-ops", c.Publish.MaxTxnOps, "most operations in one etcd transaction (etcd's --max-txn-ops)")
 	fs.IntVar(&c.Publish.ParallelTxns, "publish-parallel-txns", c.Publish.ParallelTxns, "etcd transactions in flight at once when publishing")
+	fs.DurationVar(&c.Publish.ReconcileEvery, "publish-reconcile-every", c.Publish.ReconcileEvery, "how often the policy leader re-reads its etcd documents and repairs drift")
 	fs.IntVar(&c.Publish.SessionTTL, "leader-ttl", c.Publish.SessionTTL, "leader lease in seconds: a dead leader is replaced after about this long")
 	fs.StringVar(&c.Publish.ID, "replica-id", c.Publish.ID, "name of this fabricd replica in leader election")
 }
@@ -181,8 +182,11 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	closers = append(closers, func() { stopBG(); wg.Wait() })
-	evSub := bus.Subscribe(8192)
+	// The history must not lose transitions: its subscription queues what
+	// the writer has not taken yet instead of dropping it.
+	evSub := bus.SubscribeQueued(events.SubscriptionBuffer, events.SubscriptionLimit)
 	evWriter := events.NewWriter(evStore, logger.With("component", "events"))
+	reg.MustRegister(evWriter.Collector())
 	evWriter.Writes = publisher.Recording // replicas see the same transitions; the leader records them
 	if cluster != nil {
 		// A private PostgreSQL that dies (OOM killer, kill -9) is restarted on
