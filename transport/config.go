@@ -72,8 +72,9 @@ var (
 	ErrClosed = errors.New("transport: closed")
 	// ErrPeerClosed is returned when the peer closed the connection.
 	ErrPeerClosed = errors.New("transport: peer closed the connection")
-	// ErrPeerUnreachable is returned when the peer stopped answering for
-	// PeerTimeout: data that was not acknowledged was not delivered.
+	// ErrPeerUnreachable is returned when the peer was heard on none of
+	// its connections for PeerTimeout: data that was not acknowledged was
+	// not delivered.
 	ErrPeerUnreachable = errors.New("transport: peer unreachable")
 	// ErrHandshakeTimeout is returned by Dial when the peer does not answer.
 	ErrHandshakeTimeout = errors.New("transport: handshake timed out")
@@ -200,8 +201,10 @@ type Config struct {
 	RetireAfter int
 	// ProbeInterval is how often a retired path is probed (default 10 ms).
 	ProbeInterval time.Duration
-	// PeerTimeout fails a connection that hears nothing from its peer for
-	// this long (default 5 s). Keepalives are sent at a quarter of it.
+	// PeerTimeout fails the connections to a peer that was heard on none
+	// of them for this long (default 5 s); a connection that hears nothing
+	// itself while its peer is heard on others stays up. Keepalives are
+	// sent at a quarter of it.
 	PeerTimeout time.Duration
 	// HandshakeTimeout bounds Dial (default 5 s).
 	HandshakeTimeout time.Duration

@@ -109,6 +109,7 @@ type Conn struct {
 	consumed   protocol.ByteCount
 	advertised protocol.ByteCount
 
+	peer     atomic.Pointer[peer] // the remote endpoint, shared by its connections
 	stats    connCounters
 	protoErr error        // a protocol violation by the peer ends the connection
 	lastData atomic.Int64 // when data last arrived (UnixNano), for grants
@@ -683,7 +684,7 @@ func (c *Conn) onInitAck(now time.Time, plane int, h *wire.Handshake) {
 	if c.state == stateDone {
 		return
 	}
-	c.lastRecv = now
+	c.heard(now)
 	c.initAcked[plane] = true
 	if c.state == stateHandshake {
 		c.peerID = h.SrcConnID

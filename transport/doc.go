@@ -43,11 +43,13 @@
 //
 // Flow control and failure: Send blocks (backpressure) while the
 // connection's unacknowledged bytes exceed Config.SendBuffer, and the
-// receiver's credit (Config.ReceiveWindow) bounds what it must buffer. A
-// connection that hears nothing from its peer for Config.PeerTimeout fails:
-// every pending Send and Recv returns an error wrapping ErrPeerUnreachable,
-// so no data is lost silently; a peer that sends data that cannot be
-// placed ends the connection with ErrProtocol.
+// receiver's credit (Config.ReceiveWindow) bounds what it must buffer.
+// Liveness is per peer: a peer heard on any of its connections, on any
+// plane, is alive, so a connection starved by many siblings does not fail.
+// When the peer has been silent for Config.PeerTimeout every one of its
+// connections fails: every pending Send and Recv returns an error wrapping
+// ErrPeerUnreachable, so no data is lost silently; a peer that sends data
+// that cannot be placed ends the connection with ErrProtocol.
 //
 // I/O runs in per-plane poll loops with batched recvmmsg/sendmmsg (see
 // Config.PollMode; adaptive spins only within a per-process budget and

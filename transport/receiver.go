@@ -25,7 +25,7 @@ const maxAckBlocks = 27
 // onData processes a DATA packet that arrived on plane; c.mu held.
 // at is when the datagram reached the host (see arrival).
 func (c *Conn) onData(now, at time.Time, plane int, d *wire.Data, ce bool) {
-	c.lastRecv = now
+	c.heard(now)
 	c.lastData.Store(now.UnixNano())
 	id := pathIDFor(plane, int(d.Entropy))
 	rp := c.rpaths[id]

@@ -320,7 +320,7 @@ func (c *Conn) onLost(ref ackhandler.Ref, _ protocol.ByteCount) {
 // onAck processes an ACK that reached the host at at; c.mu held.
 func (c *Conn) onAck(now, at time.Time, a *wire.Ack) {
 	waited := now.Sub(at)
-	c.lastRecv = now
+	c.heard(now)
 	if a.MaxData > c.peerMaxData {
 		c.peerMaxData = a.MaxData
 	}
@@ -396,9 +396,11 @@ func filterRefs(rest, skip []ackhandler.Ref) []ackhandler.Ref {
 // onTimers handles handshake retries, retransmission timeouts, keepalives
 // and peer failure; c.mu held.
 func (c *Conn) onTimers(now time.Time) {
-	if now.Sub(c.lastRecv) > c.cfg.PeerTimeout {
+	// Liveness is the peer's, heard on any of its connections (peer.go):
+	// a connection starved by its siblings is not failed for it.
+	if now.Sub(c.lastHeard()) > c.cfg.PeerTimeout {
 		c.mu.Unlock()
-		c.fail(fmt.Errorf("%w: nothing heard for %v", ErrPeerUnreachable, c.cfg.PeerTimeout))
+		c.fail(fmt.Errorf("%w: nothing heard from the peer for %v", ErrPeerUnreachable, c.cfg.PeerTimeout))
 		c.mu.Lock()
 		return
 	}
@@ -514,7 +516,7 @@ func (c *Conn) hasDataToSend() bool {
 
 // nextDeadline returns when the sender must wake up without a signal.
 func (c *Conn) nextDeadline(now time.Time) time.Time {
-	next := c.lastRecv.Add(c.cfg.PeerTimeout)
+	next := c.lastHeard().Add(c.cfg.PeerTimeout)
 	upd := func(t time.Time) {
 		if !t.IsZero() && t.Before(next) {
 			next = t

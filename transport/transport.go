@@ -25,7 +25,9 @@ type Transport struct {
 
 	mu      sync.RWMutex
 	conns   map[protocol.ConnectionID]*Conn
-	byPeer  map[peerKey]*Conn // accepted connections by the dialer's id
+	byPeer  map[peerKey]*Conn  // accepted connections by the dialer's id
+	peers   map[peerAddr]*peer // remote endpoints by their addresses (see peer.go)
+	epoch   time.Time          // origin of peer.heard
 	pathSet PathSet
 	closed  bool
 
@@ -78,6 +80,8 @@ func Listen(cfg Config) (*Transport, error) {
 		cfg: cfg, ctx: ctx, cancel: cancel,
 		conns:   map[protocol.ConnectionID]*Conn{},
 		byPeer:  map[peerKey]*Conn{},
+		peers:   map[peerAddr]*peer{},
+		epoch:   cfg.clock.Now(),
 		pathSet: clonePathSet(*cfg.PathSet),
 		acceptQ: make(chan *Conn, cfg.AcceptBacklog),
 	}
@@ -311,6 +315,7 @@ func (t *Transport) unregister(c *Conn) {
 			}
 		}
 	}
+	t.leavePeer(c)
 	if c.accepted {
 		k := peerKey{c.peerID}
 		if t.byPeer[k] == c {
@@ -382,8 +387,11 @@ func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, fro
 		}
 		c.mu.Lock()
 		if int(h.Plane) < len(c.peerAddrs) && int(h.Plane) == pl.idx {
+			if c.peerAddrs[h.Plane] != from || c.peer.Load() == nil {
+				t.joinPeer(c, now, peerAddr{plane: pl.idx, addr: from})
+			}
 			c.peerAddrs[h.Plane] = from
-			c.lastRecv = now
+			c.heard(now)
 		}
 		c.sendHandshake(wire.TypeInitAck, pl.idx)
 		c.mu.Unlock()
@@ -431,8 +439,10 @@ func (t *Transport) Dial(ctx context.Context, peer []netip.AddrPort) (*Conn, err
 	if err := t.register(c); err != nil {
 		return nil, err
 	}
+	now := t.cfg.clock.Now()
+	t.joinPeer(c, now, dialAddrs(peer)...)
 	c.mu.Lock()
-	c.lastRecv = t.cfg.clock.Now()
+	c.lastRecv = now
 	c.mu.Unlock()
 	c.start()
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.HandshakeTimeout)

@@ -1,0 +1,190 @@
+package transport
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// Liveness is per peer, not per connection: a peer heard on any of its
+// connections, on any plane, is alive, and a connection fails with
+// ErrPeerUnreachable only when its peer has been silent for PeerTimeout.
+// With many connections to one peer a connection can hear nothing for a
+// long time while the peer is busy on the others (its packets lost in full
+// queues, its ACKs behind everyone else's); that is starvation, which the
+// per-path timers handle, not a dead peer.
+//
+// The wire carries no endpoint identity, so a peer is what this transport
+// can tell apart: the set of (plane, address) pairs its connections use to
+// reach it. A dialed connection names the peer's address on every plane;
+// an accepted one learns the dialer's address on a plane from the INIT
+// that crossed it. Connections that share any (plane, address) share the
+// peer, and a connection that links two peers merges them.
+
+// peerAddr is one of a peer's addresses: where it is reached on a plane.
+type peerAddr struct {
+	plane int
+	addr  netip.AddrPort
+}
+
+// peer is a remote endpoint. heard is read and written without locks by
+// the poll loops and sender goroutines; the rest is guarded by
+// Transport.mu.
+type peer struct {
+	// heard is when anything last arrived from the peer, on any of its
+	// connections: the transport clock's time since Transport.epoch.
+	heard atomic.Int64
+	// merged is the peer this one was merged into (nil for a root).
+	merged atomic.Pointer[peer]
+
+	refs  int        // connections (Transport.mu)
+	addrs []peerAddr // keys of Transport.peers that name it (Transport.mu)
+}
+
+// heardGranularity bounds how often the shared time is written: every
+// connection of a busy peer hears it constantly, and a time a millisecond
+// old changes nothing against a timeout of seconds.
+const heardGranularity = time.Millisecond
+
+// root returns the peer p was merged into, or p.
+func (p *peer) root() *peer {
+	for {
+		next := p.merged.Load()
+		if next == nil {
+			return p
+		}
+		p = next
+	}
+}
+
+// markHeard records that the peer was heard at d (time since the epoch).
+func (p *peer) markHeard(d time.Duration) {
+	r := p.root()
+	if int64(d)-r.heard.Load() >= int64(heardGranularity) {
+		r.heard.Store(int64(d))
+	}
+}
+
+// lastHeard returns when the peer was last heard (time since the epoch).
+func (p *peer) lastHeard() time.Duration { return time.Duration(p.root().heard.Load()) }
+
+// joinPeer makes the peer reached at addrs c's peer, creating it or
+// merging the peers those addresses named until now. c.mu may be held.
+func (t *Transport) joinPeer(c *Conn, now time.Time, addrs ...peerAddr) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.conns[c.id] != c {
+		return // ended (unregistered) meanwhile: it must not hold a reference
+	}
+	var cur *peer
+	if p := c.peer.Load(); p != nil {
+		cur = p.root()
+	}
+	for _, a := range addrs {
+		if !a.addr.IsValid() {
+			continue
+		}
+		p := t.peers[a]
+		if p == nil {
+			continue
+		}
+		p = p.root()
+		switch {
+		case cur == nil:
+			cur = p
+		case p != cur:
+			t.mergePeer(p, cur)
+		}
+	}
+	if cur == nil {
+		cur = &peer{}
+		cur.heard.Store(int64(now.Sub(t.epoch)))
+	}
+	for _, a := range addrs {
+		if a.addr.IsValid() && t.peers[a] == nil {
+			t.peers[a] = cur
+			cur.addrs = append(cur.addrs, a)
+		}
+	}
+	if c.peer.Load() == nil {
+		cur.refs++
+		c.peer.Store(cur)
+	}
+	cur.markHeard(now.Sub(t.epoch))
+}
+
+// mergePeer merges p into into; t.mu held.
+func (t *Transport) mergePeer(p, into *peer) {
+	into.refs += p.refs
+	p.refs = 0
+	for _, a := range p.addrs {
+		t.peers[a] = into
+	}
+	into.addrs = append(into.addrs, p.addrs...)
+	p.addrs = nil
+	p.merged.Store(into)
+	if h := p.heard.Load(); h > into.heard.Load() {
+		into.heard.Store(h)
+	}
+}
+
+// leavePeer drops c from its peer, forgetting the peer with its last
+// connection; t.mu held.
+func (t *Transport) leavePeer(c *Conn) {
+	p := c.peer.Load()
+	if p == nil {
+		return
+	}
+	c.peer.Store(nil)
+	r := p.root()
+	r.refs--
+	if r.refs > 0 {
+		return
+	}
+	for _, a := range r.addrs {
+		if t.peers[a] == r {
+			delete(t.peers, a)
+		}
+	}
+	r.addrs = nil
+}
+
+// peerCount returns the number of peers the transport tracks.
+func (t *Transport) peerCount() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	seen := map[*peer]bool{}
+	for _, p := range t.peers {
+		seen[p.root()] = true
+	}
+	return len(seen)
+}
+
+// heard records that c's peer was heard at now, on c; c.mu held.
+func (c *Conn) heard(now time.Time) {
+	c.lastRecv = now
+	if p := c.peer.Load(); p != nil {
+		p.markHeard(now.Sub(c.t.epoch))
+	}
+}
+
+// lastHeard returns when c's peer was last heard on any of its
+// connections (c's own last receipt if later); c.mu held.
+func (c *Conn) lastHeard() time.Time {
+	last := c.lastRecv
+	if p := c.peer.Load(); p != nil {
+		if at := c.t.epoch.Add(p.lastHeard()); at.After(last) {
+			last = at
+		}
+	}
+	return last
+}
+
+// dialAddrs returns the peer addresses of a dialed connection.
+func dialAddrs(peer []netip.AddrPort) []peerAddr {
+	out := make([]peerAddr, 0, len(peer))
+	for i, a := range peer {
+		out = append(out, peerAddr{plane: i, addr: a})
+	}
+	return out
+}
