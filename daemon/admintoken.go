@@ -75,13 +75,7 @@ func MintAdminToken(ctx context.Context, cfg AdminTokenConfig, stdout io.Writer,
 		case err != nil:
 			return fmt.Errorf("fabricd admin-token: private PostgreSQL: %w", err)
 		default:
-			defer func() {
-				stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := cluster.Stop(stopCtx); err != nil {
-					logger.Error("private PostgreSQL did not stop cleanly", "err", err)
-				}
-			}()
+			defer stopPostgres(cluster, logger)
 			dbURL = cluster.URL()
 		}
 	}

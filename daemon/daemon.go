@@ -116,13 +116,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		if err != nil {
 			return fmt.Errorf("fabricd: private PostgreSQL: %w", err)
 		}
-		closers = append(closers, func() {
-			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := cluster.Stop(stopCtx); err != nil {
-				logger.Error("private PostgreSQL did not stop cleanly", "err", err)
-			}
-		})
+		closers = append(closers, func() { stopPostgres(cluster, logger) })
 		dbURL = cluster.URL()
 	}
 	db, err := store.Open(ctx, dbURL, logger)
@@ -269,6 +263,15 @@ func ensureAdmin(ctx context.Context, tokens *auth.Tokens, cfg Config, logger *s
 			"data_dir", cfg.DataDir)
 	}
 	return nil
+}
+
+// stopPostgres stops the private cluster, waiting up to 30 s.
+func stopPostgres(cluster *pgcluster.Cluster, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cluster.Stop(ctx); err != nil {
+		logger.Error("private PostgreSQL did not stop cleanly", "err", err)
+	}
 }
 
 // startPostgres starts the private cluster under dataDir. As root,
