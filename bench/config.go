@@ -53,7 +53,8 @@ type Config struct {
 	JSON           bool
 	ConnectTimeout time.Duration // client retries connecting this long
 	Interval       time.Duration // progress line interval
-	Timeout        time.Duration // server: give up when no session completes in this long (0 = never)
+	Timeout        time.Duration // server: stop after this long, failing if no client run completed (0 = never)
+	Clients        int           // server: stop once this many client runs completed (0 = no limit)
 	MTU            int           // multipath/gbn: link MTU, datagrams are at most MTU-28 bytes
 	Poll           string        // multipath/gbn: poll mode (adaptive, busy, blocking; "" = transport default)
 	// OnTransport, if set, is called with each transport the multipath and
@@ -70,7 +71,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*addrList)(&c.Peer), "peer", "client: the server's addresses, one per plane, comma-separated (plane order)")
 	fs.IntVar(&c.Port, "port", DefaultPort, "server port")
 	fs.IntVar(&c.Size, "s", 65536, "message size in bytes, the 40-byte header included (perftest -s)")
-	fs.Var((*seconds)(&c.Duration), "D", "client: run for this long, e.g. 10s or 10 (seconds); wins over -n (perftest -D)")
+	fs.Var((*seconds)(&c.Duration), "D", "client: run for this long, e.g. 10s or 10 (seconds); wins over -n (perftest -D); server: serve client runs that start within this long of the first message, then report once they end")
 	fs.IntVar(&c.Iterations, "n", 5000, "client: messages per connection when -D is not given (perftest -n)")
 	fs.IntVar(&c.Conns, "q", 1, "client: number of connections, run in parallel (perftest -q)")
 	fs.BoolVar(&c.ReportGbits, "report-gbits", false, "report bandwidth in Gb/sec instead of MB/sec (perftest --report_gbits)")
@@ -79,7 +80,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Interval, "interval", time.Second, "progress line interval on stderr (0 = none)")
 	fs.IntVar(&c.MTU, "mtu", 1500, "multipath/gbn: link MTU; datagrams carry at most MTU-28 bytes")
 	fs.StringVar(&c.Poll, "poll", "", "multipath/gbn: poll mode adaptive | busy | blocking (default: the transport's, adaptive)")
-	fs.DurationVar(&c.Timeout, "timeout", 0, "server: fail if no run completes in this long (0 = wait forever)")
+	fs.DurationVar(&c.Timeout, "timeout", 0, "server: stop after this long and report; fail if no client run completed by then (0 = no limit)")
+	fs.IntVar(&c.Clients, "clients", 0, "server: report and exit once this many client runs completed (0 = serve until -D ends or interrupted)")
 }
 
 // ErrUsage is wrapped by configuration errors.
@@ -103,6 +105,8 @@ func (c *Config) Validate() error {
 		return bad("--port %d", c.Port)
 	case c.Size < HeaderLen || c.Size > MaxMessage:
 		return bad("-s %d: want %d..%d", c.Size, HeaderLen, MaxMessage)
+	case c.Clients < 0:
+		return bad("--clients %d: want 0 (no limit) or more", c.Clients)
 	case c.Duration < 0 || (c.Duration == 0 && c.Iterations < 1):
 		return bad("-D %v / -n %d: give a positive duration or iteration count", c.Duration, c.Iterations)
 	case c.MTU != 0 && (c.MTU < 576 || c.MTU > 65535):

@@ -31,6 +31,7 @@ const (
 	kindData   kind = 1
 	kindEnd    kind = 2 // payload: messages sent (uint64), bytes sent (uint64)
 	kindResult kind = 3 // payload: messages, bytes verified (uint64 each), errors (uint64)
+	kindLast        = kindResult
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -79,7 +80,7 @@ func parseHeader(b []byte) (header, error) {
 		conns:   binary.BigEndian.Uint16(b[26:]),
 		length:  binary.BigEndian.Uint32(b[28:]),
 	}
-	if h.kind < kindData || h.kind > kindResult || h.length > MaxMessage-HeaderLen {
+	if h.kind < kindData || h.kind > kindLast || h.length > MaxMessage-HeaderLen {
 		return header{}, fmt.Errorf("%w: kind %d length %d", ErrCorrupt, h.kind, h.length)
 	}
 	return h, nil

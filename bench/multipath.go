@@ -258,4 +258,14 @@ func (m *mpConn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 	return msg, err
 }
 
+// RemoteAddr is the peer's address on its first plane.
+func (m *mpConn) RemoteAddr() string {
+	for _, a := range m.c.RemoteAddrs() {
+		if a.IsValid() {
+			return a.String()
+		}
+	}
+	return "unknown"
+}
+
 func (m *mpConn) Close() error { return m.c.Close() }

@@ -25,6 +25,34 @@ type Result struct {
 	Planes        int     `json:"planes"`
 	PerPlaneBytes []int64 `json:"per_plane_bytes"` // null when unknown
 	Errors        int64   `json:"errors"`
+	// FailedConnections counts connections that ended without their
+	// result (client) or before the end of their run (server).
+	FailedConnections int `json:"failed_connections"`
+	// PerConnectionBytes is the verified bytes of each connection, by
+	// index (server: every client's, in the order of Clients); a failed
+	// connection counts 0 on the client, what was verified on the server.
+	PerConnectionBytes []int64 `json:"per_connection_bytes"`
+	// JainFairness is Jain's index over PerConnectionBytes.
+	JainFairness float64 `json:"jain_fairness"`
+	// Clients (server) is each client run served, by first message.
+	Clients []ClientResult `json:"clients,omitempty"`
+	// JainClients (server) is Jain's index over the clients' goodput.
+	JainClients *float64 `json:"jain_clients,omitempty"`
+}
+
+// ClientResult is one client run as the server saw it.
+type ClientResult struct {
+	Addr              string  `json:"addr"`    // the client's address (its first connection's)
+	Session           string  `json:"session"` // the run's random id, hex
+	Connections       int     `json:"connections"`
+	FailedConnections int     `json:"failed_connections"`
+	Complete          bool    `json:"complete"` // every connection finished
+	Messages          int64   `json:"messages"`
+	Bytes             int64   `json:"bytes"`
+	Seconds           float64 `json:"seconds"` // first message to last result
+	GoodputBps        float64 `json:"goodput_bps"`
+	Errors            int64   `json:"errors"`
+	JainFairness      float64 `json:"jain_fairness"` // across its connections
 }
 
 // meter counts bytes and prints a progress line every interval.
@@ -142,6 +170,25 @@ func WriteReport(w io.Writer, cfg *Config, r Result) error {
 		fmt.Fprintf(&b, " per-plane bytes : unknown\n")
 	}
 	fmt.Fprintf(&b, " verified        : %d messages, %d bytes, %d errors in %.3f s\n", r.Messages, r.Bytes, r.Errors, r.Seconds)
+	fmt.Fprintf(&b, " connections     : %d failed of %d, Jain's fairness %.4f\n", r.FailedConnections, r.Connections, r.JainFairness)
+	if r.Role == RoleServer {
+		jc := 1.0
+		if r.JainClients != nil {
+			jc = *r.JainClients
+		}
+		fmt.Fprintf(&b, " clients         : %d, Jain's fairness %.4f\n", len(r.Clients), jc)
+		if len(r.Clients) > 0 {
+			fmt.Fprintf(&b, "  %-24s %-8s %-7s %-14s %-20s %-8s %s\n", "client", "#conns", "failed", "#bytes", "BW average["+u+"]", "errors", "jain")
+		}
+		for _, c := range r.Clients {
+			done := ""
+			if !c.Complete {
+				done = " (incomplete)"
+			}
+			fmt.Fprintf(&b, "  %-24s %-8d %-7d %-14d %-20s %-8d %.4f%s\n", c.Addr, c.Connections, c.FailedConnections, c.Bytes,
+				formatBW(c.GoodputBps, cfg.ReportGbits), c.Errors, c.JainFairness, done)
+		}
+	}
 	fmt.Fprintln(&b, rule)
 	if cfg.JSON {
 		j, err := json.Marshal(r)

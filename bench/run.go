@@ -75,18 +75,16 @@ func dial(ctx context.Context, cfg *Config, tr Transport) (Conn, error) {
 func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer) (Result, error) {
 	r := cfg.result()
 	session := rand.Uint64()
-	conns := make([]Conn, 0, cfg.Conns)
+	conns, err := dialAll(ctx, cfg, tr)
 	defer func() {
 		for _, c := range conns {
-			_ = c.Close()
+			if c != nil {
+				_ = c.Close()
+			}
 		}
 	}()
-	for range cfg.Conns {
-		c, err := dial(ctx, cfg, tr)
-		if err != nil {
-			return Result{}, err
-		}
-		conns = append(conns, c)
+	if err != nil {
+		return Result{}, err
 	}
 	ss, hasStats := tr.(StatsSource)
 	if hasStats {
@@ -105,62 +103,20 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	defer cancel()
 	if cfg.Duration > 0 {
 		var cancelT context.CancelFunc
-		ctx, cancelT = context.WithTimeout(ctx, cfg.Duration+60*time.Second)
+		ctx, cancelT = context.WithTimeout(ctx, cfg.Duration+resultGrace)
 		defer cancelT()
 	}
 
 	pattern := newPattern(cfg.Size)
-	type connResult struct {
-		sent, verified counts
-		err            error
-	}
 	results := make([]connResult, len(conns))
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Go(func() {
 			res := &results[i]
-			h := header{session: session, conn: uint16(i), conns: uint16(len(conns))}
-			msg := make([]byte, cfg.Size)
-			for seq := uint64(0); ; seq++ {
-				if (!stopAt.IsZero() && !time.Now().Before(stopAt)) || (stopAt.IsZero() && seq >= uint64(cfg.Iterations)) {
-					break
-				}
-				h.seq = seq
-				fillData(msg, pattern, h)
-				if err := c.Send(ctx, msg); err != nil {
-					res.err = fmt.Errorf("bench: conn %d: send message %d: %w", i, seq, err)
-					cancel()
-					return
-				}
-				res.sent.messages++
-				res.sent.bytes += uint64(cfg.Size)
-				m.add(cfg.Size)
-			}
-			end := h
-			end.kind, end.seq = kindEnd, res.sent.messages
-			if err := c.Send(ctx, appendCounts(end, res.sent)); err != nil {
-				res.err = fmt.Errorf("bench: conn %d: send end: %w", i, err)
-				return
-			}
-			msg, err := c.Recv(ctx, nil)
-			if err != nil {
-				res.err = fmt.Errorf("bench: conn %d: waiting for the server's result: %w", i, err)
-				return
-			}
-			rh, err := verify(msg)
-			if err == nil && (rh.kind != kindResult || rh.session != session) {
-				err = fmt.Errorf("%w: unexpected kind %d session %x", ErrCorrupt, rh.kind, rh.session)
-			}
-			if err == nil {
-				res.verified, err = parseCounts(msg)
-			}
-			if err != nil {
-				res.err = fmt.Errorf("bench: conn %d: result: %w", i, err)
-				return
-			}
-			if res.verified.errors != 0 || res.verified.messages != res.sent.messages || res.verified.bytes != res.sent.bytes {
-				res.err = fmt.Errorf("%w: conn %d: sent %d messages (%d bytes), server verified %d (%d bytes) with %d errors",
-					ErrVerify, i, res.sent.messages, res.sent.bytes, res.verified.messages, res.verified.bytes, res.verified.errors)
+			res.err = runConn(ctx, cfg, c, header{session: session, conn: uint16(i), conns: uint16(len(conns))}, pattern, stopAt, m, res)
+			if res.err != nil {
+				// A failed connection ends; the others carry on.
+				_ = c.Close()
 			}
 		})
 	}
@@ -168,14 +124,18 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	elapsed := time.Since(start)
 	peak := m.finish()
 	var errs []error
-	for _, res := range results {
+	r.PerConnectionBytes = make([]int64, len(results))
+	for i, res := range results {
 		r.Messages += int64(res.verified.messages)
 		r.Bytes += int64(res.verified.bytes)
 		r.Errors += int64(res.verified.errors)
+		r.PerConnectionBytes[i] = int64(res.verified.bytes)
 		if res.err != nil {
+			r.FailedConnections++
 			errs = append(errs, res.err)
 		}
 	}
+	r.JainFairness = jainInts(r.PerConnectionBytes)
 	r.Seconds = elapsed.Seconds()
 	if r.Seconds > 0 {
 		r.GoodputBps = float64(r.Bytes) * 8 / r.Seconds
@@ -184,22 +144,158 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	if hasStats {
 		applyStats(&r, ss.End(cfg))
 	}
-	return r, errors.Join(errs...)
+	return r, connErrors(errs, len(conns))
+}
+
+// resultGrace is how long after -D a client waits for the server's results.
+const resultGrace = 60 * time.Second
+
+// connResult is what one client connection sent and the server verified.
+type connResult struct {
+	sent, verified counts
+	err            error
+}
+
+// runConn sends connection h.conn's messages, then its end message, and
+// waits for the server's result.
+func runConn(ctx context.Context, cfg *Config, c Conn, h header, pattern []byte, stopAt time.Time, m *meter, res *connResult) error {
+	i := h.conn
+	msg := make([]byte, cfg.Size)
+	for seq := uint64(0); ; seq++ {
+		if (!stopAt.IsZero() && !time.Now().Before(stopAt)) || (stopAt.IsZero() && seq >= uint64(cfg.Iterations)) {
+			break
+		}
+		h.seq = seq
+		fillData(msg, pattern, h)
+		if err := c.Send(ctx, msg); err != nil {
+			return fmt.Errorf("bench: conn %d: send message %d: %w", i, seq, err)
+		}
+		res.sent.messages++
+		res.sent.bytes += uint64(cfg.Size)
+		m.add(cfg.Size)
+	}
+	end := h
+	end.kind, end.seq = kindEnd, res.sent.messages
+	if err := c.Send(ctx, appendCounts(end, res.sent)); err != nil {
+		return fmt.Errorf("bench: conn %d: send end: %w", i, err)
+	}
+	msg, err := c.Recv(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("bench: conn %d: waiting for the server's result: %w", i, err)
+	}
+	rh, err := verify(msg)
+	if err == nil && (rh.kind != kindResult || rh.session != h.session) {
+		err = fmt.Errorf("%w: unexpected kind %d session %x", ErrCorrupt, rh.kind, rh.session)
+	}
+	if err == nil {
+		res.verified, err = parseCounts(msg)
+	}
+	if err != nil {
+		return fmt.Errorf("bench: conn %d: result: %w", i, err)
+	}
+	if res.verified.errors != 0 || res.verified.messages != res.sent.messages || res.verified.bytes != res.sent.bytes {
+		return fmt.Errorf("%w: conn %d: sent %d messages (%d bytes), server verified %d (%d bytes) with %d errors",
+			ErrVerify, i, res.sent.messages, res.sent.bytes, res.verified.messages, res.verified.bytes, res.verified.errors)
+	}
+	return nil
+}
+
+// ErrConnFailed is returned when connections of a run failed (the others
+// still ran and are reported).
+var ErrConnFailed = errors.New("bench: connections failed")
+
+// connErrors summarises the errors of failed connections: the first few
+// and how many more, so that 8,192 failures do not print 8,192 lines.
+func connErrors(errs []error, conns int) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	const show = 3
+	var verr error
+	for _, e := range errs {
+		if errors.Is(e, ErrVerify) {
+			verr = ErrVerify
+			break
+		}
+	}
+	msg := fmt.Sprintf("%d of %d connections failed", len(errs), conns)
+	shown := errs[:min(show, len(errs))]
+	more := ""
+	if len(errs) > show {
+		more = fmt.Sprintf(" (and %d more)", len(errs)-show)
+	}
+	if verr != nil {
+		return fmt.Errorf("%w: %w: %s: %w%s", ErrConnFailed, verr, msg, errors.Join(shown...), more)
+	}
+	return fmt.Errorf("%w: %s: %w%s", ErrConnFailed, msg, errors.Join(shown...), more)
+}
+
+// dialers is how many connections a client opens at once.
+const dialers = 16
+
+// dialAll opens cfg.Conns connections, a few at a time; it fails if any
+// cannot connect (the run has not started yet).
+func dialAll(ctx context.Context, cfg *Config, tr Transport) ([]Conn, error) {
+	conns := make([]Conn, cfg.Conns)
+	// The first connection waits for the server to come up; the rest
+	// follow in parallel.
+	c, err := dial(ctx, cfg, tr)
+	if err != nil {
+		return conns, err
+	}
+	conns[0] = c
+	errs := make([]error, cfg.Conns)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(dialers, cfg.Conns-1) {
+		wg.Go(func() {
+			for i := range next {
+				conns[i], errs[i] = dial(ctx, cfg, tr)
+			}
+		})
+	}
+	for i := 1; i < cfg.Conns; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return conns, fmt.Errorf("bench: conn %d: %w", i, err)
+		}
+	}
+	return conns, nil
 }
 
 // session is one client run as the server sees it.
 type session struct {
-	id          uint64
-	conns       int
-	done        int
-	first, last time.Time
-	c           counts
+	id           uint64
+	addr         string // the client, as its first connection names it
+	conns        int
+	seen         int // connections that sent a message
+	done, failed int // connections finished (replied or failed), failed
+	first, last  time.Time
+	c            counts
+	connBytes    []int64 // verified bytes by connection index
 }
 
+func (s *session) complete() bool { return s.done >= s.conns }
+
+// drainGrace bounds how long a server with -D waits, after its window, for
+// the client runs in progress to end.
+const drainGrace = resultGrace
+
+var errServerTimeout = errors.New("bench: server: --timeout reached")
+
+// runServer serves client runs, any number at once, until cfg.Clients runs
+// have completed, or -D after the first message (then it waits for the runs
+// in progress), or ctx ends (interrupted). It reports each client and the
+// aggregate.
 func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer) (Result, error) {
+	parent := ctx
 	if cfg.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, cfg.Timeout, errServerTimeout)
 		defer cancel()
 	}
 	ln, err := tr.Listen(ctx, cfg)
@@ -215,109 +311,142 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	m := newMeter(cfg, stderr)
 
 	var (
-		mu       sync.Mutex
-		sessions = map[uint64]*session{}
-		finished = make(chan *session, 1)
-		failed   = make(chan error, 1)
-		started  sync.Once
-		wg       sync.WaitGroup
+		mu        sync.Mutex
+		sessions  = map[uint64]*session{}
+		order     []*session // by first message
+		completed int
+		draining  bool // -D is over: no new sessions
+		firstErr  error
+		event     = make(chan struct{}, 1)
+		firstMsg  = make(chan time.Time, 1)
+		started   sync.Once
+		wg        sync.WaitGroup
 	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fail := func(err error) {
+	notify := func() {
 		select {
-		case failed <- err:
+		case event <- struct{}{}:
 		default:
 		}
+	}
+	noteErr := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
 	}
 	handle := func(c Conn) {
 		defer c.Close()
 		var (
-			s        *session
-			seen     bitset
-			got      counts
-			end      *counts
-			endH     header
-			buf      []byte
-			replied  bool
-			firstErr error
+			s       *session
+			seen    bitset
+			got     counts
+			end     *counts
+			endH    header
+			buf     []byte
+			replied bool
+			connErr error
+			conn    int
 		)
+		// finish counts the connection in its session: once the client
+		// has its result (the run ends, and the transport closes, only
+		// then), or when it failed.
+		finish := func(failed bool) {
+			if s == nil {
+				return
+			}
+			mu.Lock()
+			if failed {
+				s.failed++
+				s.c.messages += got.messages
+				s.c.bytes += got.bytes
+				s.c.errors += got.errors
+				s.connBytes[conn] = int64(got.bytes)
+				s.last = time.Now()
+			}
+			s.done++
+			if s.complete() {
+				completed++
+				fmt.Fprintf(stderr, "bench: %s\n", clientLine(s, cfg.ReportGbits))
+			}
+			mu.Unlock()
+			notify()
+		}
 		reply := func() {
 			res := got
-			res.errors = got.errors
 			if end != nil && (got.messages != end.messages || got.bytes != end.bytes) {
 				res.errors++
 			}
 			rh := endH
 			rh.kind = kindResult
 			if err := c.Send(ctx, appendCounts(rh, res)); err != nil {
-				fail(fmt.Errorf("bench: send result: %w", err))
+				connErr = fmt.Errorf("bench: %s conn %d: send result: %w", s.addr, conn, err)
 			}
 			replied = true
 			mu.Lock()
 			s.c.messages += got.messages
 			s.c.bytes += got.bytes
 			s.c.errors += res.errors
+			s.connBytes[conn] = int64(got.bytes)
 			s.last = time.Now()
 			mu.Unlock()
-			if firstErr != nil {
-				fail(firstErr)
-			}
-		}
-		// done counts the connection in its session once the client has
-		// its result: the run ends (and the transport closes) only then.
-		done := func() {
-			mu.Lock()
-			s.done++
-			complete := s.done == s.conns
-			mu.Unlock()
-			if complete {
-				select {
-				case finished <- s:
-				default:
-				}
-			}
 		}
 		for !replied {
 			msg, err := c.Recv(ctx, buf)
 			if err != nil {
-				if ctx.Err() == nil && !errors.Is(err, io.EOF) {
-					fail(fmt.Errorf("bench: receive: %w", err))
-				} else if ctx.Err() == nil && s != nil {
-					fail(fmt.Errorf("%w: connection closed before the end of the run (%d messages verified)", ErrVerify, got.messages))
+				if ctx.Err() == nil && s != nil {
+					noteErr(fmt.Errorf("bench: %s conn %d: connection ended before the end of its run (%d messages verified): %w", s.addr, conn, got.messages, err))
 				}
+				finish(true)
 				return
 			}
 			buf = msg[:cap(msg)]
 			h, verr := verify(msg)
-			if verr == nil && s != nil && (h.session != s.id || h.conns != uint16(s.conns)) {
-				verr = fmt.Errorf("%w: session %x conns %d on a connection of session %x", ErrCorrupt, h.session, h.conns, s.id)
+			if verr == nil && s != nil && (h.session != s.id || h.conns != uint16(s.conns) || int(h.conn) != conn) {
+				verr = fmt.Errorf("%w: session %x conn %d/%d on connection %d/%d of session %x", ErrCorrupt, h.session, h.conn, h.conns, conn, s.conns, s.id)
+			}
+			if verr == nil && s == nil && (h.conns == 0 || h.conn >= h.conns) {
+				verr = fmt.Errorf("%w: conn %d of %d", ErrCorrupt, h.conn, h.conns)
 			}
 			if verr != nil {
 				got.errors++
-				if firstErr == nil {
-					firstErr = fmt.Errorf("%w: %w", ErrVerify, verr)
-					fmt.Fprintf(stderr, "bench: %v\n", firstErr)
+				if got.errors == 1 {
+					err := fmt.Errorf("%w: %s: %w", ErrVerify, c.RemoteAddr(), verr)
+					noteErr(err)
+					fmt.Fprintf(stderr, "bench: %v\n", err)
 				}
 				continue
 			}
 			if s == nil {
+				now := time.Now()
 				mu.Lock()
 				s = sessions[h.session]
-				if s == nil {
-					s = &session{id: h.session, conns: int(h.conns), first: time.Now()}
+				if s == nil && !draining {
+					s = &session{id: h.session, addr: c.RemoteAddr(), conns: int(h.conns), first: now, connBytes: make([]int64, h.conns)}
 					sessions[h.session] = s
+					order = append(order, s)
+				}
+				if s != nil {
+					s.seen++
 				}
 				mu.Unlock()
-				started.Do(func() { m.run(s.first) })
+				if s == nil {
+					fmt.Fprintf(stderr, "bench: refusing %s: the server's -D window is over\n", c.RemoteAddr())
+					return
+				}
+				conn = int(h.conn)
+				started.Do(func() {
+					firstMsg <- now
+					m.run(now)
+				})
 			}
 			switch h.kind {
 			case kindData:
 				if seen.testAndSet(h.seq) {
 					got.errors++
-					if firstErr == nil {
-						firstErr = fmt.Errorf("%w: conn %d: message %d delivered twice", ErrVerify, h.conn, h.seq)
-					}
+					noteErr(fmt.Errorf("%w: %s conn %d: message %d delivered twice", ErrVerify, s.addr, h.conn, h.seq))
 					continue
 				}
 				got.messages++
@@ -337,50 +466,106 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 				reply()
 			}
 		}
+		if connErr != nil {
+			noteErr(connErr)
+			finish(true)
+			return
+		}
 		// Wait for the client to close, so the result is not cut off.
 		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 		_, _ = c.Recv(wctx, buf)
 		wcancel()
-		done()
+		finish(false)
 	}
 	wg.Go(func() {
 		for {
 			c, err := ln.Accept(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
-					fail(fmt.Errorf("bench: accept: %w", err))
+					noteErr(fmt.Errorf("bench: accept: %w", err))
+					cancel()
 				}
 				return
 			}
 			wg.Go(func() { handle(c) })
 		}
 	})
-	var s *session
-	var runErr error
-	select {
-	case s = <-finished:
-		// A verification error of the same run is reported with it.
+
+	// Serve until the end condition.
+	var window, grace <-chan time.Time
+	var stopErr error
+serve:
+	for {
 		select {
-		case runErr = <-failed:
-		default:
+		case <-event:
+		case t0 := <-firstMsg:
+			if cfg.Duration > 0 {
+				window = time.After(time.Until(t0.Add(cfg.Duration)))
+			}
+		case <-window:
+			mu.Lock()
+			draining = true
+			mu.Unlock()
+			grace = time.After(drainGrace)
+		case <-grace:
+			break serve
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errServerTimeout) {
+				mu.Lock()
+				if completed == 0 {
+					stopErr = errServerTimeout
+				}
+				mu.Unlock()
+			} else if parent.Err() == nil {
+				mu.Lock()
+				stopErr = firstErr // accept failed
+				mu.Unlock()
+			}
+			break serve
 		}
-	case runErr = <-failed:
-	case <-ctx.Done():
-		runErr = fmt.Errorf("bench: server: %w", context.Cause(ctx))
+		mu.Lock()
+		inProgress := len(order) - completed
+		stop := (cfg.Clients > 0 && completed >= cfg.Clients) || (draining && inProgress == 0)
+		mu.Unlock()
+		if stop {
+			break
+		}
 	}
 	cancel()
 	_ = ln.Close()
 	wg.Wait()
-	r := cfg.result()
-	if s == nil {
-		started.Do(func() { m.run(time.Now()) })
-		m.finish()
-		return r, runErr
-	}
+	started.Do(func() { m.run(time.Now()) })
 	peak := m.finish()
-	r.Connections = s.conns
-	r.Messages, r.Bytes, r.Errors = int64(s.c.messages), int64(s.c.bytes), int64(s.c.errors)
-	r.Seconds = s.last.Sub(s.first).Seconds()
+
+	r := cfg.result()
+	r.Connections = 0
+	var first, last time.Time
+	var goodputs []float64
+	for _, s := range order {
+		cr := s.result()
+		r.Clients = append(r.Clients, cr)
+		goodputs = append(goodputs, cr.GoodputBps)
+		r.Connections += s.conns
+		r.FailedConnections += s.failed
+		r.Messages += int64(s.c.messages)
+		r.Bytes += int64(s.c.bytes)
+		r.Errors += int64(s.c.errors)
+		r.PerConnectionBytes = append(r.PerConnectionBytes, s.connBytes...)
+		if first.IsZero() || s.first.Before(first) {
+			first = s.first
+		}
+		if s.last.After(last) {
+			last = s.last
+		}
+	}
+	r.JainFairness = jainInts(r.PerConnectionBytes)
+	if len(order) > 0 {
+		j := Jain(goodputs)
+		r.JainClients = &j
+	}
+	if !last.IsZero() {
+		r.Seconds = last.Sub(first).Seconds()
+	}
 	if r.Seconds > 0 {
 		r.GoodputBps = float64(r.Bytes) * 8 / r.Seconds
 	}
@@ -388,10 +573,41 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	if hasStats {
 		applyStats(&r, ss.End(cfg))
 	}
-	if runErr == nil && r.Errors > 0 {
-		runErr = fmt.Errorf("%w: %d errors", ErrVerify, r.Errors)
+	err = stopErr
+	if err == nil && firstErr != nil && r.Errors > 0 {
+		err = firstErr
 	}
-	return r, runErr
+	if err == nil && r.Errors > 0 {
+		err = fmt.Errorf("%w: %d errors", ErrVerify, r.Errors)
+	}
+	if err == nil && r.FailedConnections > 0 {
+		err = fmt.Errorf("%w: %d of %d connections: %w", ErrConnFailed, r.FailedConnections, r.Connections, firstErr)
+	}
+	return r, err
+}
+
+// result is the session's line of the server's report.
+func (s *session) result() ClientResult {
+	cr := ClientResult{
+		Addr: s.addr, Session: fmt.Sprintf("%016x", s.id), Connections: s.conns,
+		FailedConnections: s.failed, Complete: s.complete(),
+		Messages: int64(s.c.messages), Bytes: int64(s.c.bytes), Errors: int64(s.c.errors),
+		JainFairness: jainInts(s.connBytes),
+	}
+	if !s.last.IsZero() {
+		cr.Seconds = s.last.Sub(s.first).Seconds()
+	}
+	if cr.Seconds > 0 {
+		cr.GoodputBps = float64(cr.Bytes) * 8 / cr.Seconds
+	}
+	return cr
+}
+
+func clientLine(s *session, gbits bool) string {
+	cr := s.result()
+	return fmt.Sprintf("client %s (session %s) done: %d connections, %d failed, %d messages, %d bytes in %.3f s, %s %s, %d errors",
+		cr.Addr, cr.Session, cr.Connections, cr.FailedConnections, cr.Messages, cr.Bytes, cr.Seconds,
+		formatBW(cr.GoodputBps, gbits), bwUnit(gbits), cr.Errors)
 }
 
 // bitset records which sequence numbers arrived.

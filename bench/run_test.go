@@ -46,7 +46,7 @@ func pair(t *testing.T, tr Transport, cfg Config) (srv, cli Result, out string, 
 	cfg.Port = freePort(t)
 	cfg.Interval = 100 * time.Millisecond
 	scfg := cfg
-	scfg.Role = RoleServer
+	scfg.Role, scfg.Clients = RoleServer, 1
 	ccfg := cfg
 	ccfg.Role = RoleClient
 	type res struct {
@@ -106,10 +106,20 @@ func TestTCPRunVerifiesEveryMessage(t *testing.T) {
 				if err := json.Unmarshal([]byte(lines[len(lines)-1]), &j); err != nil {
 					t.Fatalf("last line not JSON: %v\n%s", err, out)
 				}
-				for _, k := range []string{"goodput_bps", "bytes", "seconds", "messages", "retransmits", "connections", "per_plane_bytes", "mode"} {
+				for _, k := range []string{"goodput_bps", "bytes", "seconds", "messages", "retransmits", "connections", "per_plane_bytes", "mode",
+					"failed_connections", "per_connection_bytes", "jain_fairness"} {
 					if _, ok := j[k]; !ok {
 						t.Errorf("JSON lacks %q", k)
 					}
+				}
+				pc, _ := j["per_connection_bytes"].([]any)
+				var sum float64
+				for _, v := range pc {
+					sum += v.(float64)
+				}
+				if len(pc) != cfg.Conns || sum != j["bytes"] || j["failed_connections"] != 0.0 || j["jain_fairness"].(float64) <= 0 {
+					t.Errorf("JSON per_connection_bytes %v (sum %v, bytes %v), failed_connections %v, jain_fairness %v",
+						pc, sum, j["bytes"], j["failed_connections"], j["jain_fairness"])
 				}
 			}
 		})
@@ -154,6 +164,60 @@ func TestCorruptMessageFailsBothSides(t *testing.T) {
 	}
 }
 
+// failing makes connection 1 of a run fail after 20 messages.
+type failing struct {
+	Transport
+	n atomic.Int64
+}
+
+var errInjected = errors.New("injected failure")
+
+func (f *failing) Dial(ctx context.Context, cfg *Config) (Conn, error) {
+	conn, err := f.Transport.Dial(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &failConn{Conn: conn}, nil
+}
+
+type failConn struct {
+	Conn
+	sent int
+}
+
+func (c *failConn) Send(ctx context.Context, msg []byte) error {
+	if h, _ := parseHeader(msg); h.conn == 1 && h.kind == kindData {
+		if c.sent++; c.sent > 20 {
+			return errInjected
+		}
+	}
+	return c.Conn.Send(ctx, msg)
+}
+
+// TestFailedConnectionIsCountedOthersRun: a connection that fails ends
+// alone; the others finish, and both sides count the failure.
+func TestFailedConnectionIsCountedOthersRun(t *testing.T) {
+	cfg := Config{Mode: ModeTCP, Size: 1024, Iterations: 200, Conns: 3, Bind: lo(1), Peer: lo(1), ConnectTimeout: 5 * time.Second, JSON: true}
+	srv, cli, out, serr, cerr := pair(t, &failing{Transport: &tcpTransport{}}, cfg)
+	if !errors.Is(cerr, ErrConnFailed) || !errors.Is(cerr, errInjected) || !errors.Is(serr, ErrConnFailed) {
+		t.Fatalf("server %v, client %v", serr, cerr)
+	}
+	if cli.FailedConnections != 1 || len(cli.PerConnectionBytes) != 3 || cli.PerConnectionBytes[1] != 0 ||
+		cli.PerConnectionBytes[0] != 200*1024 || cli.PerConnectionBytes[2] != 200*1024 || cli.Messages != 400 {
+		t.Fatalf("client %+v", cli)
+	}
+	if want := Jain([]float64{1, 0, 1}); cli.JainFairness != want {
+		t.Fatalf("client Jain %v, want %v", cli.JainFairness, want)
+	}
+	if srv.FailedConnections != 1 || len(srv.Clients) != 1 || srv.Clients[0].FailedConnections != 1 || !srv.Clients[0].Complete ||
+		srv.PerConnectionBytes[1] != 20*1024 {
+		t.Fatalf("server %+v", srv)
+	}
+	if !strings.Contains(out, "1 failed of 3") {
+		t.Fatalf("report:\n%s", out)
+	}
+}
+
 func TestTransportForEveryMode(t *testing.T) {
 	for _, m := range Modes {
 		if _, err := transportFor(m); err != nil {
@@ -184,5 +248,81 @@ func TestValidate(t *testing.T) {
 		if err := c.Validate(); !errors.Is(err, ErrUsage) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestServerServesConcurrentClients runs one server and three clients at
+// once (1, 2 and 3 connections): the server serves every client to the end
+// and reports each, by address, and the aggregate.
+func TestServerServesConcurrentClients(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		clients int           // server --clients
+		dur     time.Duration // server -D
+	}{
+		{"clients-limit", 3, 0},
+		{"duration-window", 0, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
+			defer cancel()
+			base := Config{Mode: ModeTCP, Bind: lo(1), Peer: lo(1), Port: freePort(t), Size: 4096, Conns: 1,
+				ConnectTimeout: 5 * time.Second, JSON: true}
+			scfg := base
+			scfg.Role, scfg.Clients, scfg.Duration, scfg.Iterations = RoleServer, tc.clients, tc.dur, 1
+			type res struct {
+				r   Result
+				err error
+			}
+			srvDone := make(chan res, 1)
+			var sout, serr bytes.Buffer
+			go func() {
+				r, err := Run(ctx, scfg, &sout, &serr)
+				srvDone <- res{r, err}
+			}()
+			cliDone := make(chan res, 3)
+			for q := 1; q <= 3; q++ {
+				go func() {
+					ccfg := base
+					ccfg.Role, ccfg.Conns, ccfg.Iterations, ccfg.Duration = RoleClient, q, 300*q, 0
+					r, err := Run(ctx, ccfg, &bytes.Buffer{}, &bytes.Buffer{})
+					cliDone <- res{r, err}
+				}()
+			}
+			byConns := map[int]Result{}
+			for range 3 {
+				c := <-cliDone
+				if c.err != nil {
+					t.Fatalf("client: %v", c.err)
+				}
+				byConns[c.r.Connections] = c.r
+			}
+			s := <-srvDone
+			if s.err != nil {
+				t.Fatalf("server: %v\n%s", s.err, serr.String())
+			}
+			if len(s.r.Clients) != 3 {
+				t.Fatalf("server reported %d clients, want 3: %+v\n%s", len(s.r.Clients), s.r.Clients, serr.String())
+			}
+			var sum int64
+			for _, cr := range s.r.Clients {
+				cli, ok := byConns[cr.Connections]
+				if !ok || !cr.Complete || cr.FailedConnections != 0 || cr.Bytes != cli.Bytes || cr.Messages != cli.Messages ||
+					!strings.HasPrefix(cr.Addr, "127.0.0.1:") || cr.GoodputBps <= 0 {
+					t.Errorf("client %+v, its own result %+v", cr, cli)
+				}
+				sum += cr.Bytes
+			}
+			if s.r.Bytes != sum || s.r.Connections != 6 || len(s.r.PerConnectionBytes) != 6 || s.r.FailedConnections != 0 || s.r.JainClients == nil {
+				t.Fatalf("aggregate %+v", s.r)
+			}
+			// The report names every client.
+			out := sout.String()
+			for _, cr := range s.r.Clients {
+				if !strings.Contains(out, cr.Addr) {
+					t.Errorf("report lacks client %s:\n%s", cr.Addr, out)
+				}
+			}
+		})
 	}
 }

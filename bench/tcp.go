@@ -134,4 +134,6 @@ func noEOF(err error) error {
 	return err
 }
 
+func (c *tcpConn) RemoteAddr() string { return c.c.RemoteAddr().String() }
+
 func (c *tcpConn) Close() error { return c.c.Close() }

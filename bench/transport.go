@@ -30,6 +30,8 @@ type Conn interface {
 	// when the peer closed. Passing the previous message back as buf hands
 	// it back: the transport may reuse its memory.
 	Recv(ctx context.Context, buf []byte) ([]byte, error)
+	// RemoteAddr names the peer (the server reports clients by it).
+	RemoteAddr() string
 	Close() error
 }
 

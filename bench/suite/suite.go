@@ -305,7 +305,7 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, mode bench.Mode)
 	if cfg.Poll != "" {
 		common = append(common, "--poll", cfg.Poll)
 	}
-	srv := f.Command(ctx, 1, cfg.Endpoint, append([]string{"bench", "server", "--bind", addrs(f, 1),
+	srv := f.Command(ctx, 1, cfg.Endpoint, append([]string{"bench", "server", "--bind", addrs(f, 1), "--clients", "1",
 		"--timeout", (cfg.Duration + 60*time.Second).String()}, common...)...)
 	var serr bytes.Buffer
 	srv.Stdout, srv.Stderr = io.Discard, &serr

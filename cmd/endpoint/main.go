@@ -41,11 +41,23 @@ go-back-N single-path baseline), mptcp (Linux kernel MPTCP; subflows come from
 connection on the first plane).
 
 Every message carries a CRC32C and a sequence number and is verified by the
-server; a corrupt, duplicate or missing message makes both sides exit 1.
+server; a corrupt, duplicate or missing message makes both sides exit 1, and
+so does a failed connection (the other connections still run to the end).
+
+The server serves any number of clients at once and reports each (by address)
+and the aggregate. It stops once --clients runs have completed, or, with -D,
+when the runs that started within -D of its first message have ended, or
+when interrupted (SIGINT/SIGTERM) or at --timeout; without any of these it
+serves until interrupted.
+
 Progress goes to stderr every --interval; the table to stdout; with --json
 one JSON object is the last line of stdout:
   {"mode","role","goodput_bps","peak_bps","bytes","seconds","messages","size",
-   "retransmits","connections","planes","per_plane_bytes","errors"}
+   "retransmits","connections","planes","per_plane_bytes","errors",
+   "failed_connections","per_connection_bytes","jain_fairness",
+   "clients" (server: [{"addr","session","connections","failed_connections",
+   "complete","messages","bytes","seconds","goodput_bps","errors",
+   "jain_fairness"}]),"jain_clients" (server: across clients' goodput)}
 retransmits and per_plane_bytes are null when unknown. For tcp and mptcp,
 retransmits are the namespace's Tcp RetransSegs and per-plane bytes the
 interface counters of the bind addresses (unknown on loopback).
