@@ -16,6 +16,14 @@
 // first send to that result; a corrupt, duplicate or missing message is an
 // error (non-zero exit).
 //
+// The server serves any number of client runs at once (each is a session)
+// and reports each client and the aggregate, with Jain's fairness index
+// across connections and across clients. It reports what it verified to
+// each client every 100 ms on the run's connection 0, so the client's
+// progress lines count verified bytes, never bytes merely handed to Send.
+// A failed connection ends alone: the others finish, and both sides count
+// it (failed_connections).
+//
 // Output follows perftest: progress lines on stderr every second, then a
 // table (#bytes #iterations BW peak BW average MsgRate[Mpps]) plus
 // retransmits and bytes per plane; with --json one JSON object ([Result]) is

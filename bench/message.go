@@ -31,7 +31,11 @@ const (
 	kindData   kind = 1
 	kindEnd    kind = 2 // payload: messages sent (uint64), bytes sent (uint64)
 	kindResult kind = 3 // payload: messages, bytes verified (uint64 each), errors (uint64)
-	kindLast        = kindResult
+	// kindProgress (server to client, on connection 0 every
+	// progressEvery): what the server verified of the whole run so far,
+	// as in kindResult; the client's progress lines show it.
+	kindProgress kind = 4
+	kindLast          = kindProgress
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -186,6 +186,8 @@ func (l *mpListener) Close() error { return l.t.Close() }
 
 // mpConn keeps up to window messages in flight with SendAsync; each
 // in-flight message owns one slot of a buffer ring (SendAsync is zero copy).
+// Recv may run beside Send (it does not wait for sends in flight: the
+// server's result says what arrived); Send is for one goroutine at a time.
 type mpConn struct {
 	c        *transport.Conn
 	received []byte // the last message Recv returned
@@ -227,29 +229,11 @@ func (m *mpConn) Send(ctx context.Context, msg []byte) error {
 	return nil
 }
 
-// flush waits for every message in flight.
-func (m *mpConn) flush(ctx context.Context) error {
-	var errs []error
-	for i, comp := range m.comps {
-		if comp == nil {
-			continue
-		}
-		if err := comp.Wait(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		m.comps[i] = nil
-	}
-	return errors.Join(errs...)
-}
-
 func (m *mpConn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 	if cap(buf) > 0 && cap(m.received) > 0 && &buf[:1][0] == &m.received[:1][0] {
 		m.c.Recycle(m.received) // handed back: no allocation per message
 	}
 	m.received = nil
-	if err := m.flush(ctx); err != nil {
-		return nil, err
-	}
 	msg, err := m.c.Recv(ctx)
 	m.received = msg
 	if errors.Is(err, transport.ErrPeerClosed) {

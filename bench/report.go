@@ -55,7 +55,9 @@ type ClientResult struct {
 	JainFairness      float64 `json:"jain_fairness"` // across its connections
 }
 
-// meter counts bytes and prints a progress line every interval.
+// meter counts verified bytes and prints a progress line every interval:
+// on the server what it verified, on the client what the server says it
+// verified (kindProgress), never what was merely handed to Send.
 type meter struct {
 	bytes, msgs atomic.Int64
 	cfg         *Config
@@ -74,6 +76,12 @@ func newMeter(cfg *Config, w io.Writer) *meter {
 func (m *meter) add(n int) {
 	m.bytes.Add(int64(n))
 	m.msgs.Add(1)
+}
+
+// set sets the totals (the server's verified counts, on the client).
+func (m *meter) set(c counts) {
+	m.bytes.Store(int64(c.bytes))
+	m.msgs.Store(int64(c.messages))
 }
 
 // run prints progress until finish; start marks time zero.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -110,6 +111,11 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	pattern := newPattern(cfg.Size)
 	results := make([]connResult, len(conns))
 	var wg sync.WaitGroup
+	// Connection 0 also carries the server's progress reports: one reader
+	// takes them and hands its result to its sender.
+	pc := &progressConn{Conn: conns[0], result: make(chan recvd, 1)}
+	wg.Go(func() { pc.read(ctx, m) })
+	conns[0] = pc
 	for i, c := range conns {
 		wg.Go(func() {
 			res := &results[i]
@@ -172,7 +178,6 @@ func runConn(ctx context.Context, cfg *Config, c Conn, h header, pattern []byte,
 		}
 		res.sent.messages++
 		res.sent.bytes += uint64(cfg.Size)
-		m.add(cfg.Size)
 	}
 	end := h
 	end.kind, end.seq = kindEnd, res.sent.messages
@@ -198,6 +203,44 @@ func runConn(ctx context.Context, cfg *Config, c Conn, h header, pattern []byte,
 			ErrVerify, i, res.sent.messages, res.sent.bytes, res.verified.messages, res.verified.bytes, res.verified.errors)
 	}
 	return nil
+}
+
+// progressConn is a client's connection 0: a reader goroutine (read)
+// takes the server's progress reports off it into the meter, and Recv
+// returns the first other message: the result.
+type progressConn struct {
+	Conn
+	result chan recvd
+}
+
+type recvd struct {
+	msg []byte
+	err error
+}
+
+func (p *progressConn) read(ctx context.Context, m *meter) {
+	for {
+		msg, err := p.Conn.Recv(ctx, nil)
+		if err == nil {
+			if h, verr := verify(msg); verr == nil && h.kind == kindProgress {
+				if c, err := parseCounts(msg); err == nil {
+					m.set(c)
+				}
+				continue
+			}
+		}
+		p.result <- recvd{msg, err}
+		return
+	}
+}
+
+func (p *progressConn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
+	select {
+	case r := <-p.result:
+		return r.msg, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // ErrConnFailed is returned when connections of a run failed (the others
@@ -277,6 +320,31 @@ type session struct {
 	first, last  time.Time
 	c            counts
 	connBytes    []int64 // verified bytes by connection index
+
+	verified atomic.Int64 // bytes, for progress reports
+	msgs     atomic.Int64
+	// conn0 carries progress reports until its result is sent (sendMu
+	// orders them with the result).
+	sendMu   sync.Mutex
+	conn0    Conn
+	resulted bool
+}
+
+// progressEvery is how often the server tells each client what it has
+// verified of its run.
+const progressEvery = 100 * time.Millisecond
+
+// sendProgress sends the run's verified counts on connection 0, unless
+// its result went out already.
+func (s *session) sendProgress(ctx context.Context) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.conn0 == nil || s.resulted {
+		return
+	}
+	h := header{kind: kindProgress, session: s.id, conns: uint16(s.conns)}
+	c := counts{messages: uint64(s.msgs.Load()), bytes: uint64(s.verified.Load())}
+	_ = s.conn0.Send(ctx, appendCounts(h, c)) // a failed connection is the handler's to report
 }
 
 func (s *session) complete() bool { return s.done >= s.conns }
@@ -381,9 +449,14 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 			}
 			rh := endH
 			rh.kind = kindResult
+			s.sendMu.Lock()
+			if conn == 0 {
+				s.resulted = true
+			}
 			if err := c.Send(ctx, appendCounts(rh, res)); err != nil {
 				connErr = fmt.Errorf("bench: %s conn %d: send result: %w", s.addr, conn, err)
 			}
+			s.sendMu.Unlock()
 			replied = true
 			mu.Lock()
 			s.c.messages += got.messages
@@ -437,6 +510,11 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 					return
 				}
 				conn = int(h.conn)
+				if conn == 0 {
+					s.sendMu.Lock()
+					s.conn0 = c
+					s.sendMu.Unlock()
+				}
 				started.Do(func() {
 					firstMsg <- now
 					m.run(now)
@@ -452,6 +530,8 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 				got.messages++
 				got.bytes += uint64(len(msg))
 				m.add(len(msg))
+				s.verified.Add(int64(len(msg)))
+				s.msgs.Add(1)
 			case kindEnd:
 				e, err := parseCounts(msg)
 				if err != nil {
@@ -488,6 +568,29 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 				return
 			}
 			wg.Go(func() { handle(c) })
+		}
+	})
+
+	wg.Go(func() {
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			var live []*session
+			for _, s := range order {
+				if !s.complete() {
+					live = append(live, s)
+				}
+			}
+			mu.Unlock()
+			for _, s := range live {
+				s.sendProgress(ctx)
+			}
 		}
 	})
 

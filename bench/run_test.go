@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -324,5 +326,131 @@ func TestServerServesConcurrentClients(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// gated holds the server's receiving until gate is closed, and counts the
+// data messages the client hands to Send.
+type gated struct {
+	Transport
+	gate chan struct{}
+	sent atomic.Int64
+}
+
+func (g *gated) Listen(ctx context.Context, cfg *Config) (Listener, error) {
+	ln, err := g.Transport.Listen(ctx, cfg)
+	return gatedListener{ln, g}, err
+}
+
+func (g *gated) Dial(ctx context.Context, cfg *Config) (Conn, error) {
+	c, err := g.Transport.Dial(ctx, cfg)
+	return &gatedConn{Conn: c, g: g}, err
+}
+
+type gatedListener struct {
+	Listener
+	g *gated
+}
+
+func (l gatedListener) Accept(ctx context.Context) (Conn, error) {
+	c, err := l.Listener.Accept(ctx)
+	return &gatedConn{Conn: c, g: l.g, server: true}, err
+}
+
+type gatedConn struct {
+	Conn
+	g      *gated
+	server bool
+}
+
+func (c *gatedConn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
+	if c.server {
+		select {
+		case <-c.g.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return c.Conn.Recv(ctx, buf)
+}
+
+func (c *gatedConn) Send(ctx context.Context, msg []byte) error {
+	err := c.Conn.Send(ctx, msg)
+	if h, _ := parseHeader(msg); err == nil && h.kind == kindData {
+		c.g.sent.Add(1)
+	}
+	return err
+}
+
+// TestClientProgressCountsVerifiedBytes: while the server verifies
+// nothing, the client's progress lines say 0 bytes, however much it has
+// handed to Send; then they follow what the server verified.
+func TestClientProgressCountsVerifiedBytes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
+	defer cancel()
+	const n, size = 100, 4096 // 400 KB: fits the loopback socket buffers
+	g := &gated{Transport: &tcpTransport{}, gate: make(chan struct{})}
+	cfg := Config{Mode: ModeTCP, Bind: lo(1), Peer: lo(1), Port: freePort(t), Size: size, Iterations: n, Conns: 1,
+		ConnectTimeout: 5 * time.Second, Interval: 5 * time.Millisecond}
+	scfg, ccfg := cfg, cfg
+	scfg.Role, scfg.Clients, scfg.Interval = RoleServer, 1, 0
+	ccfg.Role = RoleClient
+	srvDone := make(chan error, 1)
+	go func() {
+		_, err := runServer(ctx, &scfg, g, &bytes.Buffer{})
+		srvDone <- err
+	}()
+	var stderr syncBuffer
+	cliDone := make(chan error, 1)
+	var cli Result
+	go func() {
+		var err error
+		cli, err = runClient(ctx, &ccfg, g, &stderr)
+		cliDone <- err
+	}()
+	lines := func() []string {
+		var out []string
+		for l := range strings.Lines(stderr.String()) {
+			if strings.Contains(l, " total ") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	testutil.WaitFor(t, 10*time.Second, "every message handed to Send", func() bool { return g.sent.Load() == n })
+	after := len(lines())
+	testutil.WaitFor(t, 10*time.Second, "two more progress lines", func() bool { return len(lines()) >= after+2 })
+	for _, l := range lines() {
+		if !strings.HasSuffix(strings.TrimSpace(l), "total 0 bytes") {
+			t.Fatalf("progress counts bytes the server has not verified: %q", l)
+		}
+	}
+	close(g.gate)
+	if err := <-cliDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-srvDone; err != nil {
+		t.Fatal(err)
+	}
+	if cli.Bytes != n*size {
+		t.Fatalf("verified %d bytes, want %d", cli.Bytes, n*size)
 	}
 }
