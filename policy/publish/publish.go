@@ -435,7 +435,6 @@ func (w *writer) watch(ctx context.Context, rev int64, foreign chan<- struct{}) 
 			if len(revs) > 0 {
 				signal(revs...)
 			}
-			rev = resp.Header.Revision + 1
 		}
 		if ctx.Err() != nil {
 			return
