@@ -35,6 +35,9 @@ const (
 	RoleClient Role = "client"
 )
 
+// MaxConns is the most connections (-q) of a client run.
+const MaxConns = 8192
+
 // DefaultPort is the perftest default port.
 const DefaultPort = 18515
 
@@ -73,7 +76,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Size, "s", 65536, "message size in bytes, the 40-byte header included (perftest -s)")
 	fs.Var((*seconds)(&c.Duration), "D", "client: run for this long, e.g. 10s or 10 (seconds); wins over -n (perftest -D); server: serve client runs that start within this long of the first message, then report once they end")
 	fs.IntVar(&c.Iterations, "n", 5000, "client: messages per connection when -D is not given (perftest -n)")
-	fs.IntVar(&c.Conns, "q", 1, "client: number of connections, run in parallel (perftest -q)")
+	fs.IntVar(&c.Conns, "q", 1, "client: number of connections, run in parallel, 1..8192 (perftest -q); tcp/mptcp need a file descriptor each")
 	fs.BoolVar(&c.ReportGbits, "report-gbits", false, "report bandwidth in Gb/sec instead of MB/sec (perftest --report_gbits)")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object with the result as the last line of stdout")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", 10*time.Second, "client: keep retrying to connect this long (the server may still be starting)")
@@ -111,8 +114,8 @@ func (c *Config) Validate() error {
 		return bad("-D %v / -n %d: give a positive duration or iteration count", c.Duration, c.Iterations)
 	case c.MTU != 0 && (c.MTU < 576 || c.MTU > 65535):
 		return bad("--mtu %d: want 576..65535", c.MTU)
-	case c.Conns < 1 || c.Conns > 1024:
-		return bad("-q %d: want 1..1024", c.Conns)
+	case c.Conns < 1 || c.Conns > MaxConns:
+		return bad("-q %d: want 1..%d", c.Conns, MaxConns)
 	}
 	return nil
 }

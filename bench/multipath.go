@@ -24,9 +24,22 @@ type mpTransport struct {
 	conns  []*transport.Conn
 }
 
-// window is how many messages a connection keeps in flight (SendAsync):
-// enough to fill the planes, bounded so memory stays at window × size.
-const window = 64
+// maxWindow is the most messages a connection keeps in flight
+// (SendAsync): enough to fill the planes. With many connections the window
+// shrinks so that all of them together hold about inflightBudget (at least
+// one message each): memory is about max(inflightBudget, q × size) however
+// large -q is, instead of q × 64 × size (32 GiB for -q 8192 -s 65536).
+const (
+	maxWindow      = 64
+	inflightBudget = 256 << 20
+	connBudget     = 32 << 20 // per connection, under the transport's 64 MiB SendBuffer
+)
+
+// windowFor is the per-connection window for conns connections of size.
+func windowFor(conns, size int) int {
+	per := min(connBudget, inflightBudget/max(1, conns))
+	return max(1, min(maxWindow, per/max(1, size)))
+}
 
 func newTransportMode(m Mode) (Transport, error) {
 	mode := transport.ModeMultipath
@@ -101,7 +114,7 @@ func (t *mpTransport) Dial(ctx context.Context, cfg *Config) (Conn, error) {
 		return nil, err
 	}
 	t.track(c)
-	return newMPConn(c, cfg.Size), nil
+	return newMPConn(c, windowFor(cfg.Conns, cfg.Size)), nil
 }
 
 // clientEndpoint is the client's one transport, shared by its -q
@@ -179,7 +192,7 @@ func (l *mpListener) Accept(ctx context.Context) (Conn, error) {
 		return nil, err
 	}
 	l.t.track(c)
-	return newMPConn(c, 0), nil
+	return newMPConn(c, 2), nil // the server sends progress reports and a result
 }
 
 func (l *mpListener) Close() error { return l.t.Close() }
@@ -196,31 +209,32 @@ type mpConn struct {
 	next     int
 }
 
-func newMPConn(c *transport.Conn, size int) *mpConn {
-	m := &mpConn{c: c, comps: make([]*transport.Completion, window)}
-	m.ring = make([][]byte, window)
-	if size > 0 {
-		for i := range m.ring {
-			m.ring[i] = make([]byte, size)
-		}
-	}
-	return m
+// newMPConn returns a connection with window slots, each allocated on
+// first use.
+func newMPConn(c *transport.Conn, window int) *mpConn {
+	return &mpConn{c: c, comps: make([]*transport.Completion, window), ring: make([][]byte, window)}
 }
 
 func (m *mpConn) Send(ctx context.Context, msg []byte) error {
+	return m.SendFill(ctx, len(msg), func(b []byte) { copy(b, msg) })
+}
+
+// SendFill sends a message of n bytes that fill writes straight into its
+// send slot (no staging copy).
+func (m *mpConn) SendFill(ctx context.Context, n int, fill func([]byte)) error {
 	i := m.next
-	m.next = (m.next + 1) % window
+	m.next = (m.next + 1) % len(m.ring)
 	if comp := m.comps[i]; comp != nil {
 		if err := comp.Wait(ctx); err != nil {
 			return err
 		}
 		m.comps[i] = nil
 	}
-	if cap(m.ring[i]) < len(msg) {
-		m.ring[i] = make([]byte, len(msg))
+	if cap(m.ring[i]) < n {
+		m.ring[i] = make([]byte, n)
 	}
-	buf := m.ring[i][:len(msg)]
-	copy(buf, msg)
+	buf := m.ring[i][:n]
+	fill(buf)
 	comp, err := m.c.SendAsync(ctx, buf)
 	if err != nil {
 		return err

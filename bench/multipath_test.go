@@ -82,3 +82,24 @@ func deref(p *int64) any {
 	}
 	return *p
 }
+
+// TestWindowForBoundsMemory: the send slots of all connections together
+// stay near inflightBudget (or one message per connection), whatever -q.
+func TestWindowForBoundsMemory(t *testing.T) {
+	for _, tc := range []struct{ conns, size, want int }{
+		{1, 65536, maxWindow},
+		{64, 65536, maxWindow},
+		{1024, 65536, 4},
+		{8192, 65536, 1},
+		{8192, 64, maxWindow},
+		{1, 16 << 20, 2},
+	} {
+		got := windowFor(tc.conns, tc.size)
+		if got != tc.want {
+			t.Errorf("windowFor(%d, %d) = %d, want %d", tc.conns, tc.size, got, tc.want)
+		}
+		if mem := tc.conns * got * tc.size; mem > max(inflightBudget, tc.conns*tc.size) {
+			t.Errorf("-q %d -s %d: %d MiB of send slots", tc.conns, tc.size, mem>>20)
+		}
+	}
+}

@@ -76,6 +76,9 @@ func dial(ctx context.Context, cfg *Config, tr Transport) (Conn, error) {
 func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer) (Result, error) {
 	r := cfg.result()
 	session := rand.Uint64()
+	if err := checkFDs(cfg); err != nil {
+		return Result{}, err
+	}
 	conns, err := dialAll(ctx, cfg, tr)
 	defer func() {
 		for _, c := range conns {
@@ -156,6 +159,13 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 // resultGrace is how long after -D a client waits for the server's results.
 const resultGrace = 60 * time.Second
 
+// filler is a Conn that builds a message in its own send buffer.
+type filler interface {
+	SendFill(ctx context.Context, n int, fill func([]byte)) error
+}
+
+var msgPool = sync.Pool{New: func() any { return new([]byte) }}
+
 // connResult is what one client connection sent and the server verified.
 type connResult struct {
 	sent, verified counts
@@ -166,14 +176,27 @@ type connResult struct {
 // waits for the server's result.
 func runConn(ctx context.Context, cfg *Config, c Conn, h header, pattern []byte, stopAt time.Time, m *meter, res *connResult) error {
 	i := h.conn
-	msg := make([]byte, cfg.Size)
+	send := func(seq uint64) error {
+		h.seq = seq
+		fill := func(msg []byte) { fillData(msg, pattern, h) }
+		if f, ok := c.(filler); ok {
+			return f.SendFill(ctx, cfg.Size, fill)
+		}
+		// A buffer only while Send holds it, not one per connection.
+		bp := msgPool.Get().(*[]byte)
+		defer msgPool.Put(bp)
+		if cap(*bp) < cfg.Size {
+			*bp = make([]byte, cfg.Size)
+		}
+		msg := (*bp)[:cfg.Size]
+		fill(msg)
+		return c.Send(ctx, msg)
+	}
 	for seq := uint64(0); ; seq++ {
 		if (!stopAt.IsZero() && !time.Now().Before(stopAt)) || (stopAt.IsZero() && seq >= uint64(cfg.Iterations)) {
 			break
 		}
-		h.seq = seq
-		fillData(msg, pattern, h)
-		if err := c.Send(ctx, msg); err != nil {
+		if err := send(seq); err != nil {
 			return fmt.Errorf("bench: conn %d: send message %d: %w", i, seq, err)
 		}
 		res.sent.messages++
@@ -273,8 +296,24 @@ func connErrors(errs []error, conns int) error {
 	return fmt.Errorf("%w: %s: %w%s", ErrConnFailed, msg, errors.Join(shown...), more)
 }
 
-// dialers is how many connections a client opens at once.
-const dialers = 16
+// checkFDs fails early when tcp or mptcp would run out of file
+// descriptors (one per connection; multipath and gbn share their sockets).
+func checkFDs(cfg *Config) error {
+	if cfg.Mode != ModeTCP && cfg.Mode != ModeMPTCP {
+		return nil
+	}
+	if lim := fdLimit(); lim > 0 && uint64(cfg.Conns)+64 > lim {
+		return fmt.Errorf("%w: -q %d needs %d file descriptors in mode %s, the limit is %d (raise ulimit -n)",
+			ErrUsage, cfg.Conns, cfg.Conns+64, cfg.Mode, lim)
+	}
+	return nil
+}
+
+// dialers is how many connections a client opens at once. One: with 16
+// at once, package transport's handshakes stalled at -q 512 on loopback
+// (every dial retried until --connect-timeout); one at a time, -q 8192
+// connects in about 10 s.
+const dialers = 1
 
 // dialAll opens cfg.Conns connections, a few at a time; it fails if any
 // cannot connect (the run has not started yet).

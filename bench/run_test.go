@@ -236,14 +236,21 @@ func TestValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	most := good
+	most.Conns = 8192
+	if err := most.Validate(); err != nil {
+		t.Fatalf("-q 8192: %v", err)
+	}
 	for name, mut := range map[string]func(*Config){
-		"role":     func(c *Config) { c.Role = "x" },
-		"mode":     func(c *Config) { c.Mode = "x" },
-		"nopeer":   func(c *Config) { c.Peer = nil },
-		"mismatch": func(c *Config) { c.Peer = lo(3) },
-		"size":     func(c *Config) { c.Size = 10 },
-		"conns":    func(c *Config) { c.Conns = 0 },
-		"iters":    func(c *Config) { c.Iterations = 0 },
+		"role":      func(c *Config) { c.Role = "x" },
+		"mode":      func(c *Config) { c.Mode = "x" },
+		"nopeer":    func(c *Config) { c.Peer = nil },
+		"mismatch":  func(c *Config) { c.Peer = lo(3) },
+		"size":      func(c *Config) { c.Size = 10 },
+		"conns":     func(c *Config) { c.Conns = 0 },
+		"conns-max": func(c *Config) { c.Conns = MaxConns + 1 },
+		"clients":   func(c *Config) { c.Clients = -1 },
+		"iters":     func(c *Config) { c.Iterations = 0 },
 	} {
 		c := good
 		mut(&c)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // sysCounters are the network namespace's TCP retransmissions and the
@@ -116,4 +117,14 @@ func interfacesFor(cfg *Config) []string {
 		names = append(names, i.Name)
 	}
 	return names
+}
+
+// fdLimit is the process's file descriptor limit (RLIMIT_NOFILE, which
+// Go raises to the hard limit at start), 0 when unknown.
+func fdLimit() uint64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0
+	}
+	return rl.Cur
 }
