@@ -160,8 +160,11 @@ type Config struct {
 	Mode Mode
 	// PathSet is the initial path set (default DefaultPathSet).
 	PathSet *PathSet
-	// MaxDatagramSize is the largest UDP payload sent: 1472 for an MTU of
-	// 1500 (default), 8972 for 9000.
+	// MaxDatagramSize is the largest UDP payload sent and received: 1472
+	// for an MTU of 1500 (default), 8972 for 9000. Each end announces it in
+	// the handshake and a connection sends datagrams of at most the smaller
+	// of the two (ConnStats.DatagramSize); the transport warns, once per
+	// peer, when they differ.
 	MaxDatagramSize ByteCount
 	// PollMode selects how the I/O loops wait (default adaptive).
 	PollMode PollMode

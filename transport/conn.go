@@ -62,8 +62,11 @@ type Conn struct {
 	initAcked  []bool
 	initSent   int
 	nextInit   time.Time
-	dgram      protocol.ByteCount // datagram size of a full data packet
+	dgram      protocol.ByteCount // largest datagram sent: min of both ends' maximum
 	chunk      protocol.ByteCount // payload per data packet
+	ackBlocks  int                // path blocks per ACK that fit dgram
+	peerDgram  protocol.ByteCount // the peer's maximum, from its handshake
+	setupLog   bool               // the established connection was logged
 	lastRecv   time.Time
 	lastSend   time.Time
 	keepPlane  int
@@ -243,19 +246,74 @@ func newConn(t *Transport, mode Mode, accepted bool) *Conn {
 	return c
 }
 
+// setDatagram sets the largest datagram the connection sends: every DATA,
+// ACK and CLOSE fits it, so the peer, whose receive buffers hold its own
+// maximum, accepts them all.
 func (c *Conn) setDatagram(d protocol.ByteCount) {
 	c.dgram = d
 	c.chunk = wire.MaxDataPayload(d)
+	c.ackBlocks = min(maxAckBlocks, int(d-wire.AckHeaderSize-wire.CRCSize)/ackBlockSize)
 }
 
-// applyPeerParams takes the peer's datagram size and credit from a handshake.
+// applyPeerParams takes the peer's datagram size and credit from a
+// handshake: the connection sends datagrams of at most the smaller of the
+// two ends' MaxDatagramSize (both ends then cut messages into the same
+// chunks).
 func (c *Conn) applyPeerParams(h *wire.Handshake) {
+	c.peerDgram = h.MaxDatagramSize
 	if d := min(h.MaxDatagramSize, c.cfg.MaxDatagramSize); d != c.dgram && len(c.sendMsgs) == 0 {
 		c.setDatagram(d)
+		c.resizePaths()
 	}
 	if h.MaxData > c.peerMaxData || c.state == stateHandshake {
 		c.peerMaxData = h.MaxData
 	}
+}
+
+// resizePaths rebuilds the paths made before the handshake, sized for the
+// local maximum datagram, for the agreed one: their congestion window and
+// pacer burst count in datagrams. Nothing was sent on them yet.
+func (c *Conn) resizePaths() {
+	for id, p := range c.paths {
+		if p.sent.NextPacketNumber() != 0 {
+			continue
+		}
+		np := c.newPath(id, p.plane, p.entropy)
+		np.idx = p.idx
+		c.paths[id] = np
+		if p.idx >= 0 {
+			c.active[p.idx] = np
+		}
+	}
+}
+
+// logEstablished logs the connection's setup with the agreed datagram
+// size, and warns, once per peer and pair of sizes, when the two ends'
+// maximums differ (a mismatched MTU setting costs throughput silently
+// otherwise); c.mu held.
+func (c *Conn) logEstablished() {
+	if c.setupLog {
+		return
+	}
+	c.setupLog = true
+	log := c.t.cfg.Logger
+	// Plain integers, so every handler prints them as numbers.
+	agreed, local, remote := int64(c.dgram), int64(c.cfg.MaxDatagramSize), int64(c.peerDgram)
+	var addr netip.AddrPort
+	if i := c.anyPlane(0); i >= 0 {
+		addr = c.peerAddrs[i]
+	}
+	log.Debug("connection established", "conn", c.id, "peer_conn", c.peerID, "peer", addr, "accepted", c.accepted,
+		"mode", c.mode.String(), "datagram_size", agreed, "local_max_datagram", local, "peer_max_datagram", remote)
+	if remote == local {
+		return
+	}
+	key := local<<32 | remote
+	if p := c.peer.Load(); p != nil && p.root().dgramLogged.Swap(key) == key {
+		return
+	}
+	log.Warn("datagram sizes differ between the ends; using the smaller", "peer", addr, "conn", c.id,
+		"datagram_size", agreed, "local_max_datagram", local, "peer_max_datagram", remote)
 }
 
 func (c *Conn) start() {
@@ -366,7 +424,7 @@ func (c *Conn) applyPathSet(ps PathSet) {
 func (c *Conn) newPath(id protocol.PathID, plane, entropy int) *path {
 	rtt := congestion.NewRTTStats()
 	rtt.MinRTO = c.cfg.MinRTO
-	ccfg := congestion.DefaultDelayAIMDConfig(c.cfg.MaxDatagramSize)
+	ccfg := congestion.DefaultDelayAIMDConfig(c.dgram)
 	ccfg.TargetQueueDelay = c.cfg.TargetQueueDelay
 	cc := congestion.NewDelayAIMD(ccfg, rtt)
 	sent := ackhandler.NewSentPath(id, rtt, cc)
@@ -376,7 +434,7 @@ func (c *Conn) newPath(id protocol.PathID, plane, entropy int) *path {
 		port:  c.t.entropyPort(plane, entropy),
 		sent:  sent,
 		rtt:   rtt,
-		pacer: congestion.NewPacer(16 * c.cfg.MaxDatagramSize),
+		pacer: congestion.NewPacer(16 * c.dgram),
 	}
 }
 
@@ -619,6 +677,9 @@ func (c *Conn) buildClose() []outBatch {
 	cl := wire.Close{DstConnID: c.peerID}
 	if c.protoErr != nil {
 		cl.Code, cl.Reason = 1, c.protoErr.Error()
+		if room := int(c.dgram) - wire.CloseHeaderSize - wire.CRCSize; len(cl.Reason) > room {
+			cl.Reason = cl.Reason[:room] // the peer accepts datagrams up to c.dgram
+		}
 	}
 	for i := range c.peerAddrs {
 		if !c.validPlane(i) {
@@ -690,6 +751,7 @@ func (c *Conn) onInitAck(now time.Time, plane int, h *wire.Handshake) {
 		c.peerID = h.SrcConnID
 		c.applyPeerParams(h)
 		c.state = stateEstablished
+		c.logEstablished()
 		close(c.established)
 	}
 	c.needWake = true

@@ -26,8 +26,16 @@ type fabricPair struct {
 // each, and connects host 0 to host 1.
 func startFabric(t *testing.T, planes []userspace.PlaneConfig, cfg Config) *fabricPair {
 	t.Helper()
+	return startFabricWith(t, userspace.Config{}, planes, cfg, cfg)
+}
+
+// startFabricWith is startFabric with fabric settings (its hosts, port,
+// planes and logger are filled in) and a configuration per host.
+func startFabricWith(t *testing.T, fc userspace.Config, planes []userspace.PlaneConfig, cfgA, cfgB Config) *fabricPair {
+	t.Helper()
 	ctx := testenv.Context(t)
-	f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Port: testutil.FabricPort(t, 2, len(planes)), Planes: planes, Logger: testenv.Logger(t)})
+	fc.Hosts, fc.Port, fc.Planes, fc.Logger = 2, testutil.FabricPort(t, 2, len(planes)), planes, testenv.Logger(t)
+	f, err := userspace.Start(ctx, fc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +49,7 @@ func startFabric(t *testing.T, planes []userspace.PlaneConfig, cfg Config) *fabr
 	}
 	la, pa := addrs(0)
 	lb, _ := addrs(1)
-	ca, cb := cfg, cfg
+	ca, cb := cfgA, cfgB
 	ca.Local, cb.Local = la, lb
 	a, b := listenT(t, ca), listenT(t, cb)
 	c1, c2 := pair(t, ctx, a, b, pa)

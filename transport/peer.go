@@ -36,6 +36,10 @@ type peer struct {
 	heard atomic.Int64
 	// merged is the peer this one was merged into (nil for a root).
 	merged atomic.Pointer[peer]
+	// dgramLogged is the last pair of datagram maximums (local<<32 | peer)
+	// warned about, so a mismatch is reported once per peer, not once per
+	// connection.
+	dgramLogged atomic.Int64
 
 	refs  int        // connections (Transport.mu)
 	addrs []peerAddr // keys of Transport.peers that name it (Transport.mu)

@@ -19,13 +19,22 @@ const (
 )
 
 // maxAckBlocks bounds the path blocks of one ACK so it fits a 1472-byte
-// datagram: 24 + 27×52 + 4 = 1432.
-const maxAckBlocks = 27
+// datagram: 24 + 27×52 + 4 = 1432; a connection whose agreed datagram is
+// smaller sends fewer (Conn.ackBlocks), each at most ackBlockSize bytes.
+const (
+	maxAckBlocks = 27
+	ackBlockSize = wire.AckBlockHeaderSize + wire.SackBits/8
+)
 
 // onData processes a DATA packet that arrived on plane; c.mu held.
 // at is when the datagram reached the host (see arrival).
 func (c *Conn) onData(now, at time.Time, plane int, d *wire.Data, ce bool) {
 	c.heard(now)
+	if c.state == stateHandshake {
+		// The acceptor's data overtook its INIT_ACK: the chunk size is not
+		// agreed yet. Not acknowledged, so it is resent.
+		return
+	}
 	c.lastData.Store(now.UnixNano())
 	id := pathIDFor(plane, int(d.Entropy))
 	rp := c.rpaths[id]
@@ -227,7 +236,7 @@ func (c *Conn) buildAck(now time.Time, pref int) outBatch {
 	}
 	var blocks [maxAckBlocks]wire.PathAck
 	n := 0
-	for n < maxAckBlocks && len(c.ackList) > 0 {
+	for n < c.ackBlocks && len(c.ackList) > 0 {
 		rp := c.ackList[len(c.ackList)-1]
 		c.ackList[len(c.ackList)-1] = nil
 		c.ackList = c.ackList[:len(c.ackList)-1]

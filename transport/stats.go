@@ -63,7 +63,11 @@ type ConnStats struct {
 	// SmoothedRTT is the smallest smoothed RTT over active paths.
 	SmoothedRTT time.Duration
 	// BytesQueued is message bytes not yet acknowledged.
-	BytesQueued       ByteCount
+	BytesQueued ByteCount
+	// DatagramSize is the largest datagram the connection sends: the
+	// smaller of the two ends' Config.MaxDatagramSize, agreed in the
+	// handshake.
+	DatagramSize      ByteCount
 	PathSetGeneration uint64
 	Planes            []PlaneConnStats
 	Paths             []PathStats
@@ -82,6 +86,7 @@ func (c *Conn) Stats() ConnStats {
 		Retransmits:       c.stats.retransmits,
 		DuplicatePackets:  c.stats.dupPkts,
 		BytesQueued:       c.queued,
+		DatagramSize:      c.dgram,
 		Planes:            make([]PlaneConnStats, len(c.peerAddrs)),
 		PathSetGeneration: c.generation,
 	}

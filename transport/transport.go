@@ -392,6 +392,7 @@ func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, fro
 			}
 			c.peerAddrs[h.Plane] = from
 			c.heard(now)
+			c.logEstablished()
 		}
 		c.sendHandshake(wire.TypeInitAck, pl.idx)
 		c.mu.Unlock()

@@ -100,7 +100,8 @@
 //	3   1  plane index the packet is sent on
 //	4   1  number of planes of the sender
 //	5   1  reserved (0)
-//	6   2  max datagram size the sender receives
+//	6   2  max datagram size the sender receives (and sends); each end
+//	       sends DATA, ACK and CLOSE of at most the smaller of the two
 //	8   4  destination connection id (0 in INIT)
 //	12  4  source connection id (the sender's id for this connection)
 //	16  8  max data: initial flow-control credit in bytes

@@ -30,6 +30,7 @@ func samplePackets() map[string]packet {
 		"keepalive":   &Ack{DstConnID: 7},
 		"init":        &Handshake{Type: TypeInit, Mode: protocol.ModeMultipath, Plane: 3, Planes: 4, SrcConnID: 5, MaxDatagramSize: 1472, MaxData: 1 << 24},
 		"init-ack":    &Handshake{Type: TypeInitAck, Mode: protocol.ModeGBN, Planes: 1, DstConnID: 5, SrcConnID: 6, MaxDatagramSize: 8972, MaxData: 1},
+		"init-min":    &Handshake{Type: TypeInit, Mode: protocol.ModeMultipath, Planes: 2, SrcConnID: 9, MaxDatagramSize: protocol.MinDatagramSize},
 		"close":       &Close{Code: 3, DstConnID: 8, Reason: "peer unreachable"},
 		"close-empty": &Close{DstConnID: 8},
 	}
@@ -269,5 +270,30 @@ func TestOversizedRejected(t *testing.T) {
 	d.Payload = d.Payload[:len(d.Payload)-1]
 	if _, err := ParseData(d.Append(nil)); err != nil {
 		t.Fatalf("largest DATA datagram rejected: %v", err)
+	}
+}
+
+// TestHandshakeDatagramSize: the maximum datagram size an end announces is
+// what the other end sends at most, so one below the smallest usable
+// (MinDatagramSize: chunks must leave room for the header) is rejected.
+func TestHandshakeDatagramSize(t *testing.T) {
+	for _, tc := range []struct {
+		size protocol.ByteCount
+		ok   bool
+	}{
+		{0, false},
+		{protocol.MinDatagramSize - 1, false},
+		{protocol.MinDatagramSize, true},
+		{protocol.DefaultMaxDatagramSize, true},
+		{protocol.MaxDatagramSize, true},
+	} {
+		h := &Handshake{Type: TypeInit, Mode: protocol.ModeMultipath, Planes: 1, SrcConnID: 1, MaxDatagramSize: tc.size}
+		got, err := ParseHandshake(h.Append(nil))
+		if tc.ok && (err != nil || got.MaxDatagramSize != tc.size) {
+			t.Errorf("max datagram size %d: parsed %d, %v", tc.size, got.MaxDatagramSize, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrInvalid) {
+			t.Errorf("max datagram size %d accepted: %v", tc.size, err)
+		}
 	}
 }
