@@ -48,7 +48,10 @@ type Config struct {
 	Bind           []netip.Addr  // local address per plane
 	Peer           []netip.Addr  // server's address per plane (client)
 	Port           int           // server port
-	Size           int           // message size in bytes, header included
+	Size           int           // message size in bytes, header included (--lat: the largest)
+	Sizes          []int         // --lat: the message sizes (-s list); nil = Size
+	AllSizes       bool          // --lat: every power of two from 64 to Size (perftest -a)
+	Latency        bool          // --lat: ping-pong round trips instead of throughput
 	Duration       time.Duration // run for this long (client); wins over Iterations
 	Iterations     int           // messages per connection when Duration is 0
 	Conns          int           // connections (perftest -q)
@@ -73,7 +76,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*addrList)(&c.Bind), "bind", "local addresses, one per plane, comma-separated (plane order)")
 	fs.Var((*addrList)(&c.Peer), "peer", "client: the server's addresses, one per plane, comma-separated (plane order)")
 	fs.IntVar(&c.Port, "port", DefaultPort, "server port")
-	fs.IntVar(&c.Size, "s", 65536, "message size in bytes, the 40-byte header included (perftest -s)")
+	c.Size = 65536
+	fs.Var((*sizeList)(c), "s", "message size in bytes, the 40-byte header included (perftest -s); --lat: a comma-separated list")
+	fs.BoolVar(&c.AllSizes, "a", false, "client, --lat: every power of two from 64 bytes up to -s (perftest -a)")
+	fs.BoolVar(&c.Latency, "lat", false, "client: measure round trip latency (ping-pong, one message in flight, -q 1) per message size: perftest's latency columns in microseconds of round trip; -n round trips per size, or -D per size")
 	fs.Var((*seconds)(&c.Duration), "D", "client: run for this long, e.g. 10s or 10 (seconds); wins over -n (perftest -D); server: serve client runs that start within this long of the first message, then report once they end")
 	fs.IntVar(&c.Iterations, "n", 5000, "client: messages per connection when -D is not given (perftest -n)")
 	fs.IntVar(&c.Conns, "q", 1, "client: number of connections, run in parallel, 1..8192 (perftest -q); tcp/mptcp need a file descriptor each")
@@ -108,6 +114,12 @@ func (c *Config) Validate() error {
 		return bad("--port %d", c.Port)
 	case c.Size < HeaderLen || c.Size > MaxMessage:
 		return bad("-s %d: want %d..%d", c.Size, HeaderLen, MaxMessage)
+	case len(c.Sizes) > 1 && !c.Latency:
+		return bad("-s %v: a list of sizes needs --lat", c.Sizes)
+	case c.Latency && c.Role == RoleClient && c.Conns != 1:
+		return bad("--lat: -q %d: latency runs one connection", c.Conns)
+	case c.AllSizes && c.Size < 64:
+		return bad("-a: -s %d is below 64", c.Size)
 	case c.Clients < 0:
 		return bad("--clients %d: want 0 (no limit) or more", c.Clients)
 	case c.Duration < 0 || (c.Duration == 0 && c.Iterations < 1):
@@ -118,6 +130,55 @@ func (c *Config) Validate() error {
 		return bad("-q %d: want 1..%d", c.Conns, MaxConns)
 	}
 	return nil
+}
+
+// sizeList is -s: one size, or (--lat) a comma-separated list; Size is
+// the largest.
+type sizeList Config
+
+func (l *sizeList) String() string {
+	if l == nil {
+		return ""
+	}
+	if len(l.Sizes) == 0 {
+		return strconv.Itoa(l.Size)
+	}
+	s := make([]string, len(l.Sizes))
+	for i, n := range l.Sizes {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *sizeList) Set(v string) error {
+	l.Sizes, l.Size = nil, 0
+	for part := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil {
+			return err
+		}
+		if n < HeaderLen || n > MaxMessage {
+			return fmt.Errorf("size %d: want %d..%d", n, HeaderLen, MaxMessage)
+		}
+		l.Sizes = append(l.Sizes, n)
+		l.Size = max(l.Size, n)
+	}
+	return nil
+}
+
+// latencySizes is the message sizes of a --lat run.
+func (c *Config) latencySizes() []int {
+	if c.AllSizes {
+		var s []int
+		for n := 64; n <= c.Size; n *= 2 {
+			s = append(s, n)
+		}
+		return s
+	}
+	if len(c.Sizes) > 0 {
+		return c.Sizes
+	}
+	return []int{c.Size}
 }
 
 type modeValue Mode

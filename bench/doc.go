@@ -24,6 +24,10 @@
 // A failed connection ends alone: the others finish, and both sides count
 // it (failed_connections).
 //
+// With --lat the client runs ping-pong round trips per message size
+// instead (kindPing, echoed as kindPong) and reports perftest's latency
+// columns ([LatencyStats]); the poll mode (--poll) is the transport's.
+//
 // Output follows perftest: progress lines on stderr every second, then a
 // table (#bytes #iterations BW peak BW average MsgRate[Mpps]) plus
 // retransmits and bytes per plane; with --json one JSON object ([Result]) is

@@ -35,7 +35,11 @@ const (
 	// progressEvery): what the server verified of the whole run so far,
 	// as in kindResult; the client's progress lines show it.
 	kindProgress kind = 4
-	kindLast          = kindProgress
+	// kindPing (--lat, client to server) is echoed at once as kindPong,
+	// same sequence number and size.
+	kindPing kind = 5
+	kindPong kind = 6
+	kindLast      = kindPong
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -128,9 +132,14 @@ func newPattern(size int) []byte {
 
 // fillData builds data message seq into msg (len = message size).
 func fillData(msg, pattern []byte, h header) {
+	h.kind = kindData
+	fillKind(msg, pattern, h)
+}
+
+// fillKind builds message seq of kind h.kind into msg.
+func fillKind(msg, pattern []byte, h header) {
 	off := int(h.seq*61) % patternSpan
 	copy(msg[HeaderLen:], pattern[off:])
-	h.kind = kindData
 	h.length = uint32(len(msg) - HeaderLen)
 	h.put(msg)
 }

@@ -38,6 +38,10 @@ type Result struct {
 	Clients []ClientResult `json:"clients,omitempty"`
 	// JainClients (server) is Jain's index over the clients' goodput.
 	JainClients *float64 `json:"jain_clients,omitempty"`
+	// Poll is the transport's poll mode (multipath, gbn; "" = default).
+	Poll string `json:"poll,omitempty"`
+	// Latency (--lat) is the round trip statistics per message size.
+	Latency []LatencyStats `json:"latency,omitempty"`
 }
 
 // ClientResult is one client run as the server saw it.
@@ -148,6 +152,10 @@ const rule = "------------------------------------------------------------------
 func WriteReport(w io.Writer, cfg *Config, r Result) error {
 	u := bwUnit(cfg.ReportGbits)
 	var b strings.Builder
+	if r.Latency != nil {
+		writeLatency(&b, r)
+		return finishReport(w, &b, cfg, r)
+	}
 	fmt.Fprintln(&b, rule)
 	fmt.Fprintf(&b, "                    Send BW Test (endpoint bench %s)\n", r.Role)
 	fmt.Fprintf(&b, " Mode            : %s\n", r.Mode)
@@ -198,6 +206,10 @@ func WriteReport(w io.Writer, cfg *Config, r Result) error {
 		}
 	}
 	fmt.Fprintln(&b, rule)
+	return finishReport(w, &b, cfg, r)
+}
+
+func finishReport(w io.Writer, b *strings.Builder, cfg *Config, r Result) error {
 	if cfg.JSON {
 		j, err := json.Marshal(r)
 		if err != nil {
@@ -208,4 +220,29 @@ func WriteReport(w io.Writer, cfg *Config, r Result) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLatency prints perftest's latency table (ib_send_lat), except that
+// the times are whole round trips, not halved.
+func writeLatency(b *strings.Builder, r Result) {
+	poll := r.Poll
+	if poll == "" {
+		poll = "default"
+	}
+	fmt.Fprintln(b, rule)
+	fmt.Fprintf(b, "                    Send Latency Test (endpoint bench %s)\n", r.Role)
+	fmt.Fprintf(b, " Mode            : %s\n", r.Mode)
+	fmt.Fprintf(b, " Poll mode       : %s\n", poll)
+	fmt.Fprintf(b, " Planes          : %d\n", r.Planes)
+	fmt.Fprintf(b, " Times           : round trip (ping-pong), not halved as perftest does\n")
+	fmt.Fprintln(b, rule)
+	fmt.Fprintf(b, " %-7s %-11s %-11s %-11s %-15s %-11s %-13s %-20s %s\n", "#bytes", "#iterations", "t_min[usec]", "t_max[usec]",
+		"t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]")
+	for _, l := range r.Latency {
+		fmt.Fprintf(b, " %-7d %-11d %-11.2f %-11.2f %-15.2f %-11.2f %-13.2f %-20.2f %.2f\n", l.Bytes, l.Iterations, l.MinUs, l.MaxUs,
+			l.TypicalUs, l.AvgUs, l.StdevUs, l.P99Us, l.P999Us)
+	}
+	fmt.Fprintln(b, rule)
+	fmt.Fprintf(b, " verified        : %d messages, %d bytes, %d errors in %.3f s\n", r.Messages, r.Bytes, r.Errors, r.Seconds)
+	fmt.Fprintln(b, rule)
 }

@@ -29,9 +29,12 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Result, err
 		defer cl.Close()
 	}
 	var r Result
-	if cfg.Role == RoleServer {
+	switch {
+	case cfg.Role == RoleServer:
 		r, err = runServer(ctx, &cfg, tr, stderr)
-	} else {
+	case cfg.Latency:
+		r, err = runLatency(ctx, &cfg, tr, stderr)
+	default:
 		r, err = runClient(ctx, &cfg, tr, stderr)
 	}
 	if r.Mode != "" {
@@ -560,7 +563,7 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 				})
 			}
 			switch h.kind {
-			case kindData:
+			case kindData, kindPing:
 				if seen.testAndSet(h.seq) {
 					got.errors++
 					noteErr(fmt.Errorf("%w: %s conn %d: message %d delivered twice", ErrVerify, s.addr, h.conn, h.seq))
@@ -571,6 +574,18 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 				m.add(len(msg))
 				s.verified.Add(int64(len(msg)))
 				s.msgs.Add(1)
+				if h.kind == kindPing {
+					h.kind, h.length = kindPong, uint32(len(msg)-HeaderLen)
+					h.put(msg)
+					s.sendMu.Lock()
+					err := c.Send(ctx, msg)
+					s.sendMu.Unlock()
+					if err != nil {
+						noteErr(fmt.Errorf("bench: %s: send pong: %w", s.addr, err))
+						finish(true)
+						return
+					}
+				}
 			case kindEnd:
 				e, err := parseCounts(msg)
 				if err != nil {

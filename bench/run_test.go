@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,11 @@ func pair(t *testing.T, tr Transport, cfg Config) (srv, cli Result, out string, 
 		done <- res{r, err}
 	}()
 	var stderr bytes.Buffer
-	cli, cerr = runClient(ctx, &ccfg, tr, &stderr)
+	if ccfg.Latency {
+		cli, cerr = runLatency(ctx, &ccfg, tr, &stderr)
+	} else {
+		cli, cerr = runClient(ctx, &ccfg, tr, &stderr)
+	}
 	s := <-done
 	var stdout bytes.Buffer
 	if err := WriteReport(&stdout, &ccfg, cli); err != nil {
@@ -459,5 +464,73 @@ func TestClientProgressCountsVerifiedBytes(t *testing.T) {
 	}
 	if cli.Bytes != n*size {
 		t.Fatalf("verified %d bytes, want %d", cli.Bytes, n*size)
+	}
+}
+
+// TestLatencyPingPong runs --lat over TCP on loopback: every size gets
+// its round trips, the statistics are ordered, and the server verified
+// every ping.
+func TestLatencyPingPong(t *testing.T) {
+	const iters = 50
+	cfg := Config{Mode: ModeTCP, Latency: true, Sizes: []int{64, 1024}, Size: 1024, Iterations: iters, Conns: 1,
+		Bind: lo(1), Peer: lo(1), ConnectTimeout: 5 * time.Second, JSON: true}
+	srv, cli, out, serr, cerr := pair(t, &tcpTransport{}, cfg)
+	if serr != nil || cerr != nil {
+		t.Fatalf("server %v, client %v\n%s", serr, cerr, out)
+	}
+	if len(cli.Latency) != 2 {
+		t.Fatalf("latency %+v", cli.Latency)
+	}
+	for i, l := range cli.Latency {
+		if l.Bytes != cfg.Sizes[i] || l.Iterations != iters || l.MinUs <= 0 ||
+			!(l.MinUs <= l.TypicalUs && l.TypicalUs <= l.P99Us && l.P99Us <= l.P999Us && l.P999Us <= l.MaxUs) ||
+			l.AvgUs < l.MinUs || l.AvgUs > l.MaxUs {
+			t.Errorf("size %d: %+v", cfg.Sizes[i], l)
+		}
+	}
+	pings := int64(2 * (iters + warmup))
+	if cli.Messages != pings || srv.Messages != pings || cli.Bytes != (iters+warmup)*(64+1024) || srv.Bytes != cli.Bytes {
+		t.Fatalf("client %d messages %d bytes, server %d messages %d bytes, want %d messages", cli.Messages, cli.Bytes, srv.Messages, srv.Bytes, pings)
+	}
+	for _, col := range []string{"#bytes", "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]",
+		"t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]"} {
+		if !strings.Contains(out, col) {
+			t.Errorf("table lacks %q:\n%s", col, out)
+		}
+	}
+	var j struct {
+		Latency []map[string]any `json:"latency"`
+	}
+	last := strings.TrimSpace(out[:strings.LastIndex(out, "}")+1])
+	if err := json.Unmarshal([]byte(last[strings.LastIndex(last, "\n")+1:]), &j); err != nil || len(j.Latency) != 2 {
+		t.Fatalf("JSON %v: %+v\n%s", err, j, out)
+	}
+	for _, k := range []string{"bytes", "iterations", "t_min_us", "t_max_us", "t_typical_us", "t_avg_us", "t_stdev_us", "p99_us", "p99_9_us"} {
+		if _, ok := j.Latency[0][k]; !ok {
+			t.Errorf("JSON latency lacks %q", k)
+		}
+	}
+}
+
+func TestLatencySizes(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want []int
+	}{
+		{Config{Size: 1024, AllSizes: true}, []int{64, 128, 256, 512, 1024}},
+		{Config{Size: 1000, AllSizes: true}, []int{64, 128, 256, 512}},
+		{Config{Size: 4096, Sizes: []int{64, 4096}}, []int{64, 4096}},
+		{Config{Size: 512}, []int{512}},
+	} {
+		if got := tc.cfg.latencySizes(); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.cfg, got, tc.want)
+		}
+	}
+	var c Config
+	if err := (*sizeList)(&c).Set("64, 4096,1024"); err != nil || c.Size != 4096 || !slices.Equal(c.Sizes, []int{64, 4096, 1024}) {
+		t.Fatalf("-s list: %v %+v", err, c)
+	}
+	if err := (*sizeList)(&c).Set("16"); err == nil {
+		t.Fatal("-s 16 accepted")
 	}
 }

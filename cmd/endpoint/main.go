@@ -58,7 +58,17 @@ one JSON object is the last line of stdout:
    "clients" (server: [{"addr","session","connections","failed_connections",
    "complete","messages","bytes","seconds","goodput_bps","errors",
    "jain_fairness"}]),"jain_clients" (server: across clients' goodput)}
-retransmits and per_plane_bytes are null when unknown. For tcp and mptcp,
+retransmits and per_plane_bytes are null when unknown.
+
+With --lat the client measures round trips instead (ping-pong, one message in
+flight, -q 1), per message size (-s list, or -a for every power of two from
+64 bytes up to -s), and prints perftest's latency columns (#bytes #iterations
+t_min t_max t_typical t_avg t_stdev 99% 99.9%, microseconds of round trip,
+not halved as perftest does); --json adds "poll" and "latency": [{"bytes",
+"iterations","t_min_us","t_max_us","t_typical_us","t_avg_us","t_stdev_us",
+"p99_us","p99_9_us"}]. Compare poll modes by running it once per --poll, and
+against tcp/mptcp with --mode:
+  endpoint bench client --lat -a -s 65536 -n 5000 --poll busy --bind ... --peer ... For tcp and mptcp,
 retransmits are the namespace's Tcp RetransSegs and per-plane bytes the
 interface counters of the bind addresses (unknown on loopback).
 
