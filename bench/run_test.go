@@ -172,10 +172,7 @@ func TestCorruptMessageFailsBothSides(t *testing.T) {
 }
 
 // failing makes connection 1 of a run fail after 20 messages.
-type failing struct {
-	Transport
-	n atomic.Int64
-}
+type failing struct{ Transport }
 
 var errInjected = errors.New("injected failure")
 

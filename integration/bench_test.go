@@ -76,6 +76,7 @@ func TestBenchTrafficSurvivesFabricdKill(t *testing.T) {
 		ConnectTimeout: 10 * time.Second, Timeout: time.Minute}
 	srvCfg := base
 	srvCfg.Role, srvCfg.Bind, srvCfg.OnTransport = bench.RoleServer, addrs(1, false), withAgent("host-b")
+	srvCfg.Clients = 1 // the server ends after the one client's run
 	cliCfg := base
 	cliCfg.Role, cliCfg.Bind, cliCfg.Peer, cliCfg.OnTransport = bench.RoleClient, addrs(0, false), addrs(1, true), withAgent("host-a")
 	cliCfg.Duration = 14 * time.Second
