@@ -12,25 +12,48 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// maxFieldErrors bounds how many problems one document reports.
+// maxFieldErrors bounds how many problems one document reports; decoding
+// stops once it is reached.
 const maxFieldErrors = 50
+
+// Bounds of the work of expanding aliases. A YAML alias is a pointer to an
+// anchored node, so a document of a few kilobytes can name millions of
+// nodes (an alias bomb: a list of 500 aliases of a list of 500 aliases);
+// yaml.v3's own guard does not apply when decoding into a yaml.Node. The
+// decoder counts every node it visits, through aliases or not, and refuses
+// a document once that count passes max(minNodeBudget, nodeBudgetFactor ×
+// the nodes the document itself holds): ordinary anchors, aliases and
+// merge keys stay well inside it.
+const (
+	minNodeBudget    = 10_000
+	nodeBudgetFactor = 4
+)
 
 // keyRE matches keys that may appear in a field path as they are.
 var keyRE = regexp.MustCompile(`^[a-z_]{1,32}$`)
 
 // ParseTopology decodes a YAML or JSON topology document strictly (unknown
 // fields, wrong types and duplicate keys are errors) and validates it.
+// Anchors, aliases and merge keys (<<) are allowed, but a document that
+// expands through aliases to more than max(10,000, 4 × its own nodes) nodes
+// is refused, and decoding stops after 50 errors.
 func ParseTopology(data []byte) (*Topology, error) {
+	t, _, err := parseTopology(data)
+	return t, err
+}
+
+// parseTopology is ParseTopology, also returning how many nodes it walked.
+func parseTopology(data []byte) (*Topology, int, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
-		return nil, &ValidationError{Fields: []FieldError{{Field: "(document)", Message: syntaxMessage(err)}}}
+		return nil, 0, &ValidationError{Fields: []FieldError{{Field: "(document)", Message: syntaxMessage(err)}}}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, &ValidationError{Fields: []FieldError{{Field: "(document)", Line: extra.Line, Message: "more than one YAML document"}}}
+		return nil, 0, &ValidationError{Fields: []FieldError{{Field: "(document)", Line: extra.Line, Message: "more than one YAML document"}}}
 	}
-	d := &decoder{lines: map[string]int{}}
+	d := &decoder{lines: map[string]int{}, budget: max(minNodeBudget, nodeBudgetFactor*countNodes(&doc))}
 	t := d.topology(&doc)
 	if len(d.errs) == 0 {
 		for _, fe := range validate(t) {
@@ -39,9 +62,9 @@ func ParseTopology(data []byte) (*Topology, error) {
 		}
 	}
 	if len(d.errs) > 0 {
-		return nil, &ValidationError{Fields: d.errs}
+		return nil, d.visited, &ValidationError{Fields: d.errs}
 	}
-	return t, nil
+	return t, d.visited, nil
 }
 
 func syntaxMessage(err error) string {
@@ -51,16 +74,53 @@ func syntaxMessage(err error) string {
 	return "malformed document: " + err.Error()
 }
 
+// countNodes returns the number of nodes of a tree, each once: an alias
+// counts as one node, not as what it names.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, sub := range n.Content {
+		c += countNodes(sub)
+	}
+	return c
+}
+
 // decoder walks a YAML node tree, collecting errors with field paths and lines.
 type decoder struct {
 	errs  []FieldError
 	lines map[string]int // field path → line, for validation errors
+	// visited counts the nodes walked, aliases expanded; past budget the
+	// document is refused and decoding stops.
+	visited, budget int
+	stopped         bool
+}
+
+// visit counts one node walked at path and reports whether decoding goes
+// on: false once the budget or the error bound is reached.
+func (d *decoder) visit(n *yaml.Node, path string) bool {
+	if d.stopped {
+		return false
+	}
+	d.visited++
+	if d.visited > d.budget {
+		if path == "" {
+			path = "(document)"
+		}
+		d.fail(n, path, "the document expands to more than %d nodes through YAML aliases", d.budget)
+		d.stopped = true
+		return false
+	}
+	return true
 }
 
 func (d *decoder) fail(n *yaml.Node, field, format string, args ...any) {
 	if len(d.errs) >= maxFieldErrors {
 		return
 	}
+	defer func() {
+		if len(d.errs) >= maxFieldErrors {
+			d.stopped = true
+		}
+	}()
 	line := 0
 	if n != nil {
 		line = n.Line
@@ -90,23 +150,31 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// mapping calls fields[key] for each key of a mapping node; unknown keys are errors.
+// mapping calls fields[key] for each key of a mapping node; unknown keys are
+// errors. Merge keys (<<: *anchor, or a list of them) add the keys of the
+// mappings they name that the mapping does not give itself.
 func (d *decoder) mapping(n *yaml.Node, path string, fields map[string]func(v *yaml.Node, path string)) {
 	n = resolve(n)
+	if !d.visit(n, path) {
+		return
+	}
 	d.lines[path] = n.Line
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "must be a mapping")
 		return
 	}
 	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
+	var merged [][2]*yaml.Node // key and value pairs from merge keys
+	for i := 0; i+1 < len(n.Content) && !d.stopped; i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		key := k.Value
-		if _, known := fields[key]; !known && !keyRE.MatchString(key) {
-			// An unknown key goes into the error's field path: keep
-			// that path storable and short whatever the key holds.
-			key = quote(key)
+		if !d.visit(k, path) {
+			return
 		}
+		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			merged = d.merge(v, path, merged)
+			continue
+		}
+		key := d.key(k, fields)
 		sub := key
 		if path != "" {
 			sub = path + "." + key
@@ -124,11 +192,83 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields map[string]func(v *y
 		}
 		f(v, sub)
 	}
+	// Merged keys apply after the mapping's own, which they never
+	// override; the first merged mapping that gives a key wins.
+	for _, kv := range merged {
+		if d.stopped {
+			return
+		}
+		k, v := kv[0], kv[1]
+		key := d.key(k, fields)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		sub := key
+		if path != "" {
+			sub = path + "." + key
+		}
+		d.lines[sub] = k.Line
+		f, ok := fields[key]
+		if !ok {
+			d.fail(k, sub, "unknown field")
+			continue
+		}
+		f(v, sub)
+	}
+}
+
+// key returns a mapping key as it goes into a field path.
+func (d *decoder) key(k *yaml.Node, fields map[string]func(v *yaml.Node, path string)) string {
+	key := k.Value
+	if _, known := fields[key]; !known && !keyRE.MatchString(key) {
+		// An unknown key goes into the error's field path: keep
+		// that path storable and short whatever the key holds.
+		key = quote(key)
+	}
+	return key
+}
+
+// merge appends the key and value pairs of the value of a merge key (a
+// mapping, or a list of mappings) to pairs.
+func (d *decoder) merge(v *yaml.Node, path string, pairs [][2]*yaml.Node) [][2]*yaml.Node {
+	v = resolve(v)
+	if !d.visit(v, path) {
+		return pairs
+	}
+	maps := []*yaml.Node{v}
+	if v.Kind == yaml.SequenceNode {
+		maps = nil
+		for _, item := range v.Content {
+			item = resolve(item)
+			if !d.visit(item, path) {
+				return pairs
+			}
+			maps = append(maps, item)
+		}
+	}
+	for _, m := range maps {
+		if m.Kind != yaml.MappingNode {
+			d.fail(m, path, "a merge key (<<) must name a mapping or a list of mappings")
+			return pairs
+		}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if !d.visit(m.Content[i], path) {
+				return pairs
+			}
+			if m.Content[i].Tag == "!!merge" {
+				d.fail(m.Content[i], path, "a merge key (<<) inside a merged mapping is not supported")
+				return pairs
+			}
+			pairs = append(pairs, [2]*yaml.Node{m.Content[i], m.Content[i+1]})
+		}
+	}
+	return pairs
 }
 
 func (d *decoder) sequence(n *yaml.Node, path string, each func(item *yaml.Node, path string)) {
 	n = resolve(n)
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+	if !d.visit(n, path) || n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return
 	}
 	if n.Kind != yaml.SequenceNode {
@@ -136,12 +276,18 @@ func (d *decoder) sequence(n *yaml.Node, path string, each func(item *yaml.Node,
 		return
 	}
 	for i, item := range n.Content {
+		if d.stopped {
+			return
+		}
 		each(item, fmt.Sprintf("%s[%d]", path, i))
 	}
 }
 
 func (d *decoder) str(n *yaml.Node, path string) string {
 	n = resolve(n)
+	if !d.visit(n, path) {
+		return ""
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" || n.Tag == "!!map" || n.Tag == "!!seq" {
 		d.fail(n, path, "must be a string")
 		return ""
@@ -151,6 +297,9 @@ func (d *decoder) str(n *yaml.Node, path string) string {
 
 func (d *decoder) boolean(n *yaml.Node, path string) bool {
 	n = resolve(n)
+	if !d.visit(n, path) {
+		return false
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
 		d.fail(n, path, "must be true or false")
 		return false
@@ -161,6 +310,9 @@ func (d *decoder) boolean(n *yaml.Node, path string) bool {
 
 func (d *decoder) count(n *yaml.Node, path string) int64 {
 	n = resolve(n)
+	if !d.visit(n, path) {
+		return 0
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		d.fail(n, path, "must be an integer")
 		return 0

@@ -119,8 +119,13 @@ func FuzzParseTopology(f *testing.F) {
 	f.Add([]byte(`{"planes":[{"name":"p0","description":"a\u0000b"}]}`))
 	f.Add([]byte(strings.Replace(small, "interface: E0}", `interface: "E\x01", speed_bps: 9223372036854775807}`, 1)))
 	f.Add([]byte(strings.Replace(small, "insecure: true}", `insecure: true, username: "u", password_env: FABRICD_GNMI_X, allow_plaintext_password: true}`, 1)))
+	f.Add([]byte(aliasBomb(300)))
+	f.Add([]byte(`{planes: [&p {name: p0}, {<<: *p, name: p1}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		topo, err := ParseTopology(data)
+		topo, visited, err := parseTopology(data)
+		if visited > max(minNodeBudget, nodeBudgetFactor*len(data))+1 {
+			t.Fatalf("walked %d nodes of a %d-byte document", visited, len(data))
+		}
 		if err != nil {
 			var verr *ValidationError
 			if !errors.As(err, &verr) || len(verr.Fields) == 0 || len(verr.Fields) > maxFieldErrors {
