@@ -129,7 +129,7 @@ type anonAudit struct {
 	flush   func(map[anonKey]*anonCount)
 }
 
-const maxAnonKeys = 1024
+const maxAnonKeys = 64
 
 func (a *anonAudit) count(k anonKey) {
 	a.mu.Lock()

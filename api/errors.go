@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"syscall"
 
@@ -94,8 +95,11 @@ func toAPIError(err error) *Error {
 	case errors.Is(err, intents.ErrInUse):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: trimPkg(err)}
 	case errors.Is(err, auth.ErrLastAdmin):
-		return &Error{Status: http.StatusConflict, Code: "last_admin", Field: "id",
-			Message: trimPkg(err) + "; mint another admin token first (or, locally, fabricd admin-token --data-dir DIR)"}
+		return &Error{Status: http.StatusConflict, Code: "last_admin", Field: "id", Message: trimPkg(err)}
+	case errors.Is(err, auth.ErrInvalidName):
+		return badRequest("invalid_field", "name", "%s", trimPkg(err))
+	case errors.Is(err, auth.ErrInvalidTTL):
+		return badRequest("invalid_field", "ttl_seconds", "%s", trimPkg(err))
 	case errors.Is(err, auth.ErrDuplicateName):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Field: "name", Message: trimPkg(err)}
 	}
@@ -119,6 +123,49 @@ func unavailable(err error) bool {
 	return false
 }
 
+// checkKeys refuses what encoding/json lets through: a key given twice
+// (the last would win unseen) and a key that matches a field only when case
+// is ignored. It looks at the top level of the object, where every field of
+// the API's request bodies is; a malformed body is left to the decoder.
+func checkKeys(data []byte, v any) error {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	known := map[string]bool{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		known[name] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		switch {
+		case seen[key]:
+			return badRequest("invalid_json", key, "field %s is given twice", quoteBounded(key))
+		case !known[key]:
+			return badRequest("invalid_json", key, "unknown field %s (field names are case-sensitive)", quoteBounded(key))
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
 // trimPkg drops the "pkg: " prefix of a domain error for users.
 func trimPkg(err error) string {
 	msg := err.Error()
@@ -138,6 +185,9 @@ func decodeJSON(data []byte, v any) error {
 	// encoding/json would turn invalid UTF-8 into U+FFFD unseen; mark it
 	// with a noncharacter instead, which checkBodyStrings refuses by field.
 	data = bytes.ToValidUTF8(data, []byte(invalidUTF8Mark))
+	if err := checkKeys(data, v); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

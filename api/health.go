@@ -2,13 +2,16 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/internal/page"
 	"github.com/multiplane/multiplane/planes"
@@ -55,8 +58,13 @@ func (s *Server) listEvents(c *gin.Context) {
 	c.JSON(http.StatusOK, resp)
 }
 
-// streamHeartbeat keeps idle streams (and proxies) alive.
-const streamHeartbeat = 15 * time.Second
+// tokenStillValid re-authenticates the request's token; only a definite
+// refusal counts (a store that is away does not end streams).
+func (s *Server) tokenStillValid(c *gin.Context) bool {
+	secret, _ := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	_, err := s.deps.Tokens.Authenticate(c.Request.Context(), strings.TrimSpace(secret))
+	return !errors.Is(err, auth.ErrUnauthenticated)
+}
 
 // stream sends health changes as server-sent events: first a "planes"
 // snapshot, then one "state_change" per transition; "resync" when this
@@ -67,7 +75,11 @@ func (s *Server) stream(c *gin.Context) {
 		return
 	}
 	p, _ := principal(c)
-	if why := s.streams.acquire(p.TokenID); why != "" {
+	if got := s.streams.acquire(p.TokenID); got != slotTaken {
+		why := "fabricd serves at most " + strconv.Itoa(s.limits.MaxStreams) + " event streams at once"
+		if got == slotsFullForToken {
+			why = "this token has " + strconv.Itoa(s.limits.MaxStreamsPerTok) + " event streams open already, the most one token may have"
+		}
 		s.metrics.streamRefused.Inc()
 		c.Header("Retry-After", "5")
 		fail(c, &Error{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: why})
@@ -109,7 +121,7 @@ func (s *Server) stream(c *gin.Context) {
 	if err != nil || !send("planes", snap.Topology.PlaneSummaries(snap.Links, s.deps.Health)) {
 		return
 	}
-	heartbeat := time.NewTicker(streamHeartbeat)
+	heartbeat := time.NewTicker(s.limits.StreamHeartbeat)
 	defer heartbeat.Stop()
 	dropped := uint64(0)
 	for {
@@ -119,6 +131,12 @@ func (s *Server) stream(c *gin.Context) {
 		case <-s.stopping:
 			return
 		case <-heartbeat.C:
+			// A stream lives no longer than its token: an expired or
+			// revoked one ends it at the next heartbeat.
+			if !s.tokenStillValid(c) {
+				send("end", gin.H{"reason": "the token expired or was revoked"})
+				return
+			}
 			if !write(": ping\n\n") {
 				return
 			}

@@ -218,6 +218,16 @@ func TestSmallerRefusals(t *testing.T) {
 		{"head of a list", "HEAD", "/api/v1/planes", viewer, ``, 200, ""},
 		{"head of health", "HEAD", "/healthz", "", ``, 200, ""},
 		{"head of the dashboard", "HEAD", "/", "", ``, 200, ""},
+		{"semicolon in the query", "POST", "/api/v1/drains?dry_run=true;", f.admin, `{"target_kind":"plane","target":"p2","reason":"r"}`, 400, "invalid_parameter"},
+		{"empty query parameter name", "GET", "/api/v1/planes?=1", f.admin, ``, 400, "invalid_parameter"},
+		{"tab in a path parameter", "GET", "/api/v1/planes/p0%09", f.admin, ``, 400, "invalid_parameter"},
+		{"duplicate JSON key", "PUT", "/api/v1/rate-classes/silver", f.admin, `{"priority":1,"priority":9}`, 400, "invalid_json"},
+		{"JSON key in another case", "PUT", "/api/v1/rate-classes/silver", f.admin, `{"EGRESS_BPS":5}`, 400, "invalid_json"},
+		{"empty rate class", "PUT", "/api/v1/rate-classes/silver", f.admin, `{}`, 400, "invalid_json"},
+		{"invalid byte after a backslash", "POST", "/api/v1/drains", f.admin, "{\"target_kind\":\"plane\",\"target\":\"p2\",\"reason\":\"a\\\xff\"}", 400, "invalid_json"},
+		{"lone surrogate", "POST", "/api/v1/drains", f.admin, `{"target_kind":"plane","target":"p2","reason":"a\ud800"}`, 400, "invalid_field"},
+		{"unknown API route with a valid token", "DELETE", "/api/v1/nope", f.admin, ``, 404, "not_found"},
+		{"unknown API route without a token", "DELETE", "/api/v1/nope", "", ``, 401, "unauthenticated"},
 	}
 	for _, tc := range tests {
 		r := f.do(tc.method, tc.path, tc.token, []byte(tc.body))
@@ -231,8 +241,16 @@ func TestSmallerRefusals(t *testing.T) {
 			}
 		}
 	}
-	if r := f.do("GET", "/api/v1/rate-classes", f.admin, nil); strings.Contains(string(r.Body), `"gold"`) {
-		t.Errorf("a null body created a rate class: %s", r.Body)
+	if r := f.do("GET", "/api/v1/rate-classes", f.admin, nil); strings.Contains(string(r.Body), `"gold"`) || strings.Contains(string(r.Body), `"silver"`) {
+		t.Errorf("a refused body created a rate class: %s", r.Body)
+	}
+	var drains struct{ Items []struct{ Target string } }
+	f.do("GET", "/api/v1/drains", f.admin, nil).json(t, &drains)
+	if len(drains.Items) != 1 {
+		t.Errorf("drains = %+v, want only the first (p1)", drains.Items)
+	}
+	if last := f.lastAudit(t); last.action != "DELETE (unmatched)" {
+		t.Errorf("last audit row %+v: the admin's request to an unknown route is not attributed", last)
 	}
 }
 
@@ -246,8 +264,10 @@ func TestViewersSeeNoCredentialNames(t *testing.T) {
 	secretish := []string{"telemetry", "FABRICD_GNMI_SECRET_NAME", "/etc/k.pem", "/etc/c.pem"}
 	for _, role := range []auth.Role{auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin} {
 		tok := f.mint(fmt.Sprint("t-", role), role)
-		for _, accept := range []string{"application/json", "application/yaml"} {
-			r := f.do("GET", "/api/v1/topology", tok, nil, "Accept", accept)
+		for _, view := range []struct{ path, accept string }{{"/api/v1/topology", "application/json"}, {"/api/v1/topology", "application/yaml"},
+			{"/api/v1/switches", ""}, {"/api/v1/switches/p0-sw1", ""}} {
+			accept := view.path + " " + view.accept
+			r := f.do("GET", view.path, tok, nil, "Accept", view.accept)
 			for _, s := range secretish {
 				if shown := strings.Contains(string(r.Body), s); shown != (role == auth.RoleAdmin) {
 					t.Errorf("%s (%s): %q shown = %v", role, accept, s, shown)
@@ -292,7 +312,7 @@ func TestLastAdminTokenCannotBeRevoked(t *testing.T) {
 
 func TestPanickingHandlerIsAudited(t *testing.T) {
 	f := newFixture(t, func(d *api.Deps) { d.OnIntents = func(context.Context) { panic("boom") } })
-	if r := f.do("PUT", "/api/v1/rate-classes/gold", f.admin, []byte(`{}`)); r.Code != 500 {
+	if r := f.do("PUT", "/api/v1/rate-classes/gold", f.admin, []byte(`{"priority":1}`)); r.Code != 500 {
 		t.Fatalf("panicking handler = %d", r.Code)
 	}
 	if last := f.lastAudit(t); last.action != "PUT /api/v1/rate-classes/:name" || last.status != 500 {

@@ -178,9 +178,9 @@ func (s *Server) listRateClasses(c *gin.Context) {
 }
 
 type rateClassRequest struct {
-	EgressBps  int64 `json:"egress_bps"`
-	IngressBps int64 `json:"ingress_bps"`
-	Priority   int64 `json:"priority"`
+	EgressBps  *int64 `json:"egress_bps"`
+	IngressBps *int64 `json:"ingress_bps"`
+	Priority   *int64 `json:"priority"`
 }
 
 // Ranges of a rate class: rates up to 100 Tbit/s (0 = unlimited), and
@@ -206,17 +206,28 @@ func (s *Server) putRateClass(c *gin.Context) {
 		fail(c, badRequest("invalid_parameter", "name", "rate class name %s: letters, digits, '.', '_', '-'; at most 63", quoteBounded(name)))
 		return
 	}
+	if req.EgressBps == nil && req.IngressBps == nil && req.Priority == nil {
+		fail(c, badRequest("invalid_json", "", "give at least one of egress_bps, ingress_bps and priority (0 = unlimited rates)"))
+		return
+	}
+	val := func(p *int64) int64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	egress, ingress, prio := val(req.EgressBps), val(req.IngressBps), val(req.Priority)
 	for _, err := range []error{
-		checkRange("egress_bps", req.EgressBps, 0, maxRateBps, "0 (unlimited) or a rate in bit/s"),
-		checkRange("ingress_bps", req.IngressBps, 0, maxRateBps, "0 (unlimited) or a rate in bit/s"),
-		checkRange("priority", req.Priority, 0, maxPriority, "a traffic class"),
+		checkRange("egress_bps", egress, 0, maxRateBps, "0 (unlimited) or a rate in bit/s"),
+		checkRange("ingress_bps", ingress, 0, maxRateBps, "0 (unlimited) or a rate in bit/s"),
+		checkRange("priority", prio, 0, maxPriority, "a traffic class"),
 	} {
 		if err != nil {
 			fail(c, err)
 			return
 		}
 	}
-	rc := policy.RateClass{Name: name, EgressBps: req.EgressBps, IngressBps: req.IngressBps, Priority: int(req.Priority)}
+	rc := policy.RateClass{Name: name, EgressBps: egress, IngressBps: ingress, Priority: int(prio)}
 	if err := s.deps.Intents.PutClass(c.Request.Context(), rc); err != nil {
 		fail(c, err)
 		return

@@ -75,7 +75,7 @@ func (s *Server) getTopology(c *gin.Context) {
 	c.Header("ETag", fmt.Sprintf(`"%d"`, snap.Revision))
 	c.Header("X-Topology-Revision", fmt.Sprint(snap.Revision))
 	topo := snap.Topology
-	if p, _ := principal(c); !p.Role.Allows(auth.RoleAdmin) {
+	if !seesCredentials(c) {
 		topo = redactCredentials(topo)
 	}
 	if strings.Contains(c.GetHeader("Accept"), "yaml") {
@@ -93,31 +93,52 @@ func (s *Server) getTopology(c *gin.Context) {
 // redacted stands for a credential detail only admins see.
 const redacted = "(redacted)"
 
+// seesCredentials: only admins see how fabricd logs in to switches.
+func seesCredentials(c *gin.Context) bool {
+	p, _ := principal(c)
+	return p.Role.Allows(auth.RoleAdmin)
+}
+
 // redactCredentials returns a copy of t without gNMI usernames, credential
 // variable names and key paths, for roles below admin.
 func redactCredentials(t *planes.Topology) *planes.Topology {
 	out := *t
 	out.Switches = slices.Clone(t.Switches)
 	for i := range out.Switches {
-		g := &out.Switches[i].GNMI
-		if g.Username != "" {
-			g.Username = redacted
-		}
-		if g.PasswordEnv != "" {
-			g.PasswordEnv = redacted
-		}
-		if g.TLS != nil {
-			tls := *g.TLS
-			if tls.Key != "" {
-				tls.Key = redacted
-			}
-			if tls.Cert != "" {
-				tls.Cert = redacted
-			}
-			g.TLS = &tls
-		}
+		out.Switches[i] = redactSwitch(out.Switches[i])
 	}
 	return &out
+}
+
+// redactSwitch is sw without its credential details; every view of a
+// switch below admin goes through it.
+func redactSwitch(sw planes.Switch) planes.Switch {
+	g := &sw.GNMI
+	if g.Username != "" {
+		g.Username = redacted
+	}
+	if g.PasswordEnv != "" {
+		g.PasswordEnv = redacted
+	}
+	if g.TLS != nil {
+		tls := *g.TLS
+		if tls.Key != "" {
+			tls.Key = redacted
+		}
+		if tls.Cert != "" {
+			tls.Cert = redacted
+		}
+		g.TLS = &tls
+	}
+	return sw
+}
+
+// switchView is a switch with its health, as the caller's role may see it.
+func (s *Server) switchView(c *gin.Context, sw planes.Switch) planes.SwitchStatus {
+	if !seesCredentials(c) {
+		sw = redactSwitch(sw)
+	}
+	return planes.SwitchStatusOf(sw, s.deps.Health)
 }
 
 func (s *Server) putTopology(c *gin.Context) {
@@ -199,7 +220,7 @@ func (s *Server) listSwitches(c *gin.Context) {
 	}
 	sws := make([]planes.SwitchStatus, len(snap.Topology.Switches))
 	for i, sw := range snap.Topology.Switches {
-		sws[i] = planes.SwitchStatusOf(sw, s.deps.Health)
+		sws[i] = s.switchView(c, sw)
 	}
 	plane := c.Query("plane")
 	list(c, sws, func(s planes.SwitchStatus) string { return s.Name },
@@ -211,7 +232,7 @@ func (s *Server) listSwitches(c *gin.Context) {
 func (s *Server) getSwitch(c *gin.Context) {
 	if snap, ok := s.snapshot(c); ok {
 		getByName(c, "switch", snap.Topology.Switches, func(sw planes.Switch) string { return sw.Name },
-			func(sw planes.Switch) any { return planes.SwitchStatusOf(sw, s.deps.Health) })
+			func(sw planes.Switch) any { return s.switchView(c, sw) })
 	}
 }
 

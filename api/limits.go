@@ -5,9 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
+	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -19,19 +18,23 @@ type Limits struct {
 	IdleTimeout       time.Duration // a keep-alive connection between requests
 	MaxHeaderBytes    int           // request line and headers
 	MaxConnections    int           // open connections; more are closed at once
+	MaxConnsPerClient int           // open connections from one client address
+	MaxRequestsPerTok int           // requests in progress per token (streams included)
 	MaxStreams        int           // event streams in total
 	MaxStreamsPerTok  int           // event streams per token
 	FailedAuthRate    float64       // failed authentications per second per client address, sustained
 	FailedAuthBurst   int           // failed authentications per client address before the rate applies
 	AuditFlush        time.Duration // how often refused anonymous requests are summarised in the audit log
+	StreamHeartbeat   time.Duration // event stream keep-alive, and how often a stream's token is checked again
 }
 
 // DefaultLimits returns the limits fabricd runs with unless told otherwise.
 func DefaultLimits() Limits {
 	return Limits{
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 20 * time.Second, WriteTimeout: 60 * time.Second,
-		IdleTimeout: 20 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 2048,
+		IdleTimeout: 20 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 2048, MaxConnsPerClient: 128, MaxRequestsPerTok: 32,
 		MaxStreams: 256, MaxStreamsPerTok: 8, FailedAuthRate: 5, FailedAuthBurst: 20, AuditFlush: 10 * time.Second,
+		StreamHeartbeat: 15 * time.Second,
 	}
 }
 
@@ -43,10 +46,13 @@ func (l *Limits) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&l.IdleTimeout, "http-idle-timeout", l.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&l.MaxHeaderBytes, "http-max-header-bytes", l.MaxHeaderBytes, "largest request line plus headers")
 	fs.IntVar(&l.MaxConnections, "http-max-connections", l.MaxConnections, "open API connections at most; more are closed at once")
+	fs.IntVar(&l.MaxConnsPerClient, "http-max-connections-per-client", l.MaxConnsPerClient, "open API connections from one client address at most")
+	fs.IntVar(&l.MaxRequestsPerTok, "max-requests-per-token", l.MaxRequestsPerTok, "requests one token may have in progress at once, streams included (more get 429)")
 	fs.IntVar(&l.MaxStreams, "max-event-streams", l.MaxStreams, "concurrent /api/v1/stream clients in total (more get 429)")
 	fs.IntVar(&l.MaxStreamsPerTok, "max-event-streams-per-token", l.MaxStreamsPerTok, "concurrent /api/v1/stream clients per token (more get 429)")
 	fs.Float64Var(&l.FailedAuthRate, "failed-auth-rate", l.FailedAuthRate, "failed authentications per second a client address may sustain before it gets 429")
 	fs.IntVar(&l.FailedAuthBurst, "failed-auth-burst", l.FailedAuthBurst, "failed authentications a client address may make at once")
+	fs.DurationVar(&l.StreamHeartbeat, "stream-heartbeat", l.StreamHeartbeat, "event stream keep-alive interval; a stream whose token expired or was revoked ends at the next one")
 	fs.DurationVar(&l.AuditFlush, "audit-anonymous-flush", l.AuditFlush, "interval at which refused unauthenticated requests are summarised in the audit log")
 }
 
@@ -62,7 +68,9 @@ func (l Limits) withDefaults() Limits {
 	set(&l.WriteTimeout, d.WriteTimeout)
 	set(&l.IdleTimeout, d.IdleTimeout)
 	set(&l.AuditFlush, d.AuditFlush)
+	set(&l.StreamHeartbeat, d.StreamHeartbeat)
 	for _, p := range []struct{ v, def *int }{{&l.MaxHeaderBytes, &d.MaxHeaderBytes}, {&l.MaxConnections, &d.MaxConnections},
+		{&l.MaxConnsPerClient, &d.MaxConnsPerClient}, {&l.MaxRequestsPerTok, &d.MaxRequestsPerTok},
 		{&l.MaxStreams, &d.MaxStreams}, {&l.MaxStreamsPerTok, &d.MaxStreamsPerTok}, {&l.FailedAuthBurst, &d.FailedAuthBurst}} {
 		if *p.v <= 0 {
 			*p.v = *p.def
@@ -88,18 +96,22 @@ func (s *Server) HTTPServer(logger *slog.Logger) *http.Server {
 	return srv
 }
 
-// LimitListener closes connections beyond the configured maximum as soon
-// as they are accepted, so a flood of idle connections cannot exhaust file
-// descriptors or memory.
+// LimitListener closes connections beyond the configured maxima (in all,
+// and per client address) as soon as they are accepted, so a flood of idle
+// connections cannot exhaust file descriptors or memory, and one address
+// cannot take every connection.
 func (s *Server) LimitListener(ln net.Listener) net.Listener {
-	return &limitListener{Listener: ln, max: int64(s.limits.MaxConnections), refused: s.metrics.refusedConns}
+	return &limitListener{Listener: ln, max: s.limits.MaxConnections, perClient: s.limits.MaxConnsPerClient,
+		clients: map[netip.Addr]int{}, refused: s.metrics.refusedConns}
 }
 
 type limitListener struct {
 	net.Listener
-	max     int64
-	open    atomic.Int64
-	refused interface{ Inc() }
+	mu             sync.Mutex
+	open           int
+	clients        map[netip.Addr]int // open connections per address; at most max entries
+	max, perClient int
+	refused        interface{ Inc() }
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -108,55 +120,88 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
+		addr := clientAddr(c.RemoteAddr())
+		if !l.take(addr) {
 			l.refused.Inc()
 			c.Close()
 			continue
 		}
-		return &countedConn{Conn: c, l: l}, nil
+		return &countedConn{Conn: c, l: l, addr: addr}, nil
+	}
+}
+
+func clientAddr(a net.Addr) netip.Addr {
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+func (l *limitListener) take(addr netip.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open >= l.max || l.clients[addr] >= l.perClient {
+		return false
+	}
+	l.open++
+	l.clients[addr]++
+	return true
+}
+
+func (l *limitListener) release(addr netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	if l.clients[addr]--; l.clients[addr] <= 0 {
+		delete(l.clients, addr)
 	}
 }
 
 type countedConn struct {
 	net.Conn
 	l    *limitListener
+	addr netip.Addr
 	once sync.Once
 }
 
 func (c *countedConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() { c.l.release(c.addr) })
 	return c.Conn.Close()
 }
 
-// streamSlots counts event streams in total and per token.
-type streamSlots struct {
+// slots counts what is held (event streams, requests in progress) in total
+// and per token.
+type slots struct {
 	mu       sync.Mutex
 	total    int
 	perToken map[int64]int
 	max, per int
 }
 
-func newStreamSlots(max, per int) *streamSlots {
-	return &streamSlots{perToken: map[int64]int{}, max: max, per: per}
-}
+func newSlots(max, per int) *slots { return &slots{perToken: map[int64]int{}, max: max, per: per} }
 
-// acquire takes a slot for token; it says which limit refused it, or "".
-func (s *streamSlots) acquire(token int64) string {
+// Outcomes of slots.acquire.
+const (
+	slotTaken = iota
+	slotsFull
+	slotsFullForToken
+)
+
+func (s *slots) acquire(token int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.total >= s.max:
-		return "fabricd serves at most " + strconv.Itoa(s.max) + " event streams at once"
+		return slotsFull
 	case s.perToken[token] >= s.per:
-		return "this token has " + strconv.Itoa(s.per) + " event streams open already, the most one token may have"
+		return slotsFullForToken
 	}
 	s.total++
 	s.perToken[token]++
-	return ""
+	return slotTaken
 }
 
-func (s *streamSlots) release(token int64) {
+func (s *slots) release(token int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.total--
@@ -166,14 +211,14 @@ func (s *streamSlots) release(token int64) {
 }
 
 // authLimiter is a token bucket of failed authentications per client
-// address. It keeps at most maxClients addresses; past that, addresses
-// share one bucket, so its memory is bounded whatever the sources.
+// address. It keeps at most maxLimitedClients addresses; past that it
+// forgets one to make room (a refilled one if it finds one), so its memory
+// is bounded and no address is ever refused for failures it did not make.
 type authLimiter struct {
 	mu      sync.Mutex
 	rate    float64
 	burst   float64
 	clients map[string]*bucket
-	shared  bucket
 	now     func() time.Time
 }
 
@@ -185,8 +230,7 @@ type bucket struct {
 const maxLimitedClients = 4096
 
 func newAuthLimiter(rate float64, burst int) *authLimiter {
-	return &authLimiter{rate: rate, burst: float64(burst), clients: map[string]*bucket{}, now: time.Now,
-		shared: bucket{tokens: float64(burst)}}
+	return &authLimiter{rate: rate, burst: float64(burst), clients: map[string]*bucket{}, now: time.Now}
 }
 
 // refill brings b up to date and returns it.
@@ -206,14 +250,13 @@ func (l *authLimiter) bucketOf(client string, now time.Time, create bool) *bucke
 		return nil
 	}
 	if len(l.clients) >= maxLimitedClients {
-		for k, b := range l.clients { // forget addresses whose bucket is full again
-			if l.refill(b, now).tokens >= l.burst {
-				delete(l.clients, k)
+		evict, looked := "", 0
+		for k, b := range l.clients { // map order is random: look at a few
+			if evict, looked = k, looked+1; l.refill(b, now).tokens >= l.burst || looked == 8 {
+				break
 			}
 		}
-	}
-	if len(l.clients) >= maxLimitedClients {
-		return l.refill(&l.shared, now)
+		delete(l.clients, evict)
 	}
 	b := &bucket{tokens: l.burst, at: now}
 	l.clients[client] = b
@@ -226,9 +269,6 @@ func (l *authLimiter) blocked(client string) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucketOf(client, l.now(), false)
-	if b == nil && len(l.clients) >= maxLimitedClients {
-		b = l.refill(&l.shared, l.now())
-	}
 	if b == nil || b.tokens >= 1 {
 		return false, 0
 	}

@@ -197,6 +197,15 @@ func closedWithin(conn net.Conn, d time.Duration) bool {
 	return !isTimeout(err)
 }
 
+// refusedAtAccept reports whether the server closed c without serving it:
+// a request on it gets no response.
+func refusedAtAccept(c net.Conn) bool {
+	fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := http.ReadResponse(bufio.NewReader(c), nil)
+	return err != nil && !isTimeout(err)
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -204,7 +213,7 @@ func isTimeout(err error) bool {
 
 func TestConnectionsHaveTimeoutsAndACap(t *testing.T) {
 	f := newFixture(t, withLimits(api.Limits{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 500 * time.Millisecond,
-		WriteTimeout: 500 * time.Millisecond, IdleTimeout: 500 * time.Millisecond, MaxConnections: 4}))
+		WriteTimeout: 500 * time.Millisecond, IdleTimeout: 500 * time.Millisecond, MaxConnections: 4, MaxConnsPerClient: 3}))
 	f.loadExample()
 	addr := serve(t, f)
 	dial := func() net.Conn {
@@ -231,6 +240,20 @@ func TestConnectionsHaveTimeoutsAndACap(t *testing.T) {
 		}
 		if took := time.Since(start); took >= 5*time.Second {
 			t.Errorf("a body sent a byte at a time was still being read after %v (read timeout 500ms)", took)
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil && resp.StatusCode != 408 {
+			t.Errorf("a body too slow to arrive = %d, want 408 (the client's fault, not a store's)", resp.StatusCode)
+		}
+	})
+	t.Run("truncated body", func(t *testing.T) {
+		c := dial()
+		fmt.Fprintf(c, "PUT /api/v1/rate-classes/x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{\"priorit", f.admin)
+		c.(*net.TCPConn).CloseWrite()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 400 {
+			t.Errorf("a body cut short: %v %v, want 400", resp, err)
 		}
 	})
 	t.Run("idle keep-alive", func(t *testing.T) {
@@ -283,6 +306,27 @@ func TestConnectionsHaveTimeoutsAndACap(t *testing.T) {
 			}
 		}
 	})
+	t.Run("connection cap per client address", func(t *testing.T) {
+		var held []net.Conn
+		for range 3 {
+			held = append(held, dial())
+		}
+		if !refusedAtAccept(dial()) {
+			t.Errorf("a fourth connection from one address was served with a cap of 3 per address")
+		}
+		other, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		fmt.Fprint(other, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if resp, err := http.ReadResponse(bufio.NewReader(other), nil); err != nil || resp.StatusCode != 200 {
+			t.Errorf("another address was refused while one address held its cap: %v", err)
+		}
+		for _, c := range held {
+			c.Close()
+		}
+	})
 	t.Run("connection cap", func(t *testing.T) {
 		testutil.WaitFor(t, 5*time.Second, "earlier connections to close", func() bool {
 			c, err := net.Dial("tcp", addr)
@@ -294,16 +338,120 @@ func TestConnectionsHaveTimeoutsAndACap(t *testing.T) {
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			return err == nil && resp.StatusCode == 200
 		})
-		var held []net.Conn
-		for range 4 {
-			held = append(held, dial())
+		dialFrom := func(ip string) net.Conn {
+			c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
 		}
-		extra := dial()
-		if !closedWithin(extra, time.Second) {
-			t.Errorf("a fifth connection was kept with a cap of 4")
+		held := []net.Conn{dialFrom("127.0.0.1"), dialFrom("127.0.0.1"), dialFrom("127.0.0.2"), dialFrom("127.0.0.3")}
+		if !refusedAtAccept(dialFrom("127.0.0.4")) {
+			t.Errorf("a fifth connection was served with a cap of 4")
 		}
 		for _, c := range held {
 			c.Close()
 		}
 	})
+}
+
+func TestFailedAuthenticationNeverRefusesTheInnocent(t *testing.T) {
+	f := newFixture(t, withLimits(api.Limits{FailedAuthBurst: 1, FailedAuthRate: 0.001}))
+	for i := range 4200 { // more addresses than the limiter keeps
+		addr := fmt.Sprintf("10.4.%d.%d", i/250, i%250)
+		f.from(addr, "GET", "/api/v1/planes", "mpt_bogus")
+		f.from(addr, "GET", "/api/v1/planes", "mpt_bogus")
+	}
+	for _, addr := range []string{"10.5.0.1", "10.5.0.2", "192.0.2.77"} {
+		if rec := f.from(addr, "GET", "/api/v1/planes", f.admin); rec.Code != 200 {
+			t.Errorf("a valid token from %s, which never failed, = %d after a flood from 4,200 other addresses", addr, rec.Code)
+		}
+	}
+}
+
+func TestRequestsInProgressAreCappedPerToken(t *testing.T) {
+	f := newFixture(t, withLimits(api.Limits{MaxRequestsPerTok: 2}))
+	f.loadExample()
+	srv := httptest.NewServer(f.srv)
+	t.Cleanup(srv.Close)
+	viewer := f.mint("viewer", auth.RoleViewer)
+	for range 2 { // streams are requests in progress
+		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/stream", nil)
+		req.Header.Set("Authorization", "Bearer "+viewer)
+		resp, err := srv.Client().Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("stream: %v", err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+	}
+	if rec := f.from("10.6.0.1", "GET", "/api/v1/planes", viewer); rec.Code != 429 {
+		t.Errorf("a third request in progress for one token = %d, want 429", rec.Code)
+	}
+	if rec := f.from("10.6.0.1", "GET", "/api/v1/planes", f.admin); rec.Code != 200 {
+		t.Errorf("another token = %d, want 200", rec.Code)
+	}
+}
+
+func TestStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
+	f := newFixture(t, withLimits(api.Limits{StreamHeartbeat: 50 * time.Millisecond}))
+	f.loadExample()
+	srv := httptest.NewServer(f.srv)
+	t.Cleanup(srv.Close)
+	secret, tok, err := f.tokens.Mint(context.Background(), "short", auth.RoleViewer, "test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/api/v1/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := srv.Client().Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v", err)
+	}
+	defer resp.Body.Close()
+	if r := f.do("DELETE", fmt.Sprint("/api/v1/tokens/", tok.ID), f.admin, nil); r.Code != 204 {
+		t.Fatalf("revoke = %d", r.Code)
+	}
+	ended := make(chan string, 1)
+	go func() {
+		body, _ := io.ReadAll(resp.Body) // until the server ends the stream
+		ended <- string(body)
+	}()
+	select {
+	case body := <-ended:
+		if !strings.Contains(body, "event: end") {
+			t.Errorf("the stream ended without an end event: %q", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a revoked token's stream was still open after 10s (heartbeat 50ms)")
+	}
+}
+
+func TestMetricsAreGatheredAtMostOnceASecond(t *testing.T) {
+	f := newFixture(t)
+	first := f.from("10.7.0.1", "GET", "/metrics", "").Body.String()
+	for range 20 {
+		f.from("10.7.0.1", "GET", "/api/v1/planes", f.admin) // counters move
+	}
+	if again := f.from("10.7.0.1", "GET", "/metrics", "").Body.String(); again != first {
+		t.Errorf("/metrics was gathered again within a second")
+	}
+	testutil.WaitFor(t, 5*time.Second, "/metrics to be gathered anew", func() bool {
+		return f.from("10.7.0.1", "GET", "/metrics", "").Body.String() != first
+	})
+}
+
+func TestAnonymousSummariesAreBoundedPerFlush(t *testing.T) {
+	f := newFixture(t)
+	for i := range 1000 {
+		f.from(fmt.Sprintf("10.8.%d.%d", i/250, i%250), "DELETE", "/api/v1/tokens/1", "")
+	}
+	f.srv.FlushAudit()
+	var rows, requests int64
+	if err := f.pool.QueryRow(context.Background(), `SELECT count(*), coalesce(sum((detail->>'requests')::int), 0) FROM audit_log WHERE actor = 'anonymous'`).Scan(&rows, &requests); err != nil {
+		t.Fatal(err)
+	}
+	if rows > 65 || requests != 1000 {
+		t.Errorf("1,000 anonymous requests from 1,000 addresses: %d summary rows counting %d requests; want at most 65 rows counting all", rows, requests)
+	}
 }

@@ -99,6 +99,15 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	c.Set(ctxPrincipal, p)
+	// A token's requests in progress are bounded, so one client that never
+	// reads its responses cannot hold unbounded memory.
+	if s.requests.acquire(p.TokenID) != slotTaken {
+		c.Header("Retry-After", "1")
+		fail(c, &Error{Status: http.StatusTooManyRequests, Code: "too_many_requests",
+			Message: "this token has " + strconv.Itoa(s.limits.MaxRequestsPerTok) + " requests in progress, the most one token may have"})
+		return
+	}
+	defer s.requests.release(p.TokenID)
 	c.Next()
 }
 

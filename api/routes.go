@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/web"
@@ -25,6 +24,13 @@ func (s *Server) routes() {
 			dashboard.ServeHTTP(c.Writer, c.Request)
 			return
 		}
+		if strings.HasPrefix(c.Request.URL.Path, "/api/") {
+			// Who probes for routes is audited by name; anonymous callers
+			// learn nothing of which routes exist.
+			if s.authenticate(c); c.IsAborted() {
+				return
+			}
+		}
 		fail(c, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + quoteBounded(c.Request.URL.Path)})
 	})
 	r.NoMethod(func(c *gin.Context) {
@@ -43,7 +49,7 @@ func (s *Server) routes() {
 
 	get(r, "/healthz", nil, s.healthz)
 	get(r, "/readyz", nil, s.readyz)
-	get(r, "/metrics", nil, gin.WrapH(promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{Registry: s.deps.Registry})))
+	get(r, "/metrics", nil, s.metricsHandler())
 	get(r, "/api/v1/openapi.yaml", nil, s.openAPI)
 
 	v1 := r.Group("/api/v1", s.authenticate)

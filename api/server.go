@@ -13,9 +13,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,7 +68,9 @@ type Server struct {
 	limits      Limits
 	engine      *gin.Engine
 	metrics     *httpMetrics
-	streams     *streamSlots
+	streams     *slots // event streams
+	requests    *slots // requests in progress, per token
+	ready       func(context.Context) error
 	authLimiter *authLimiter
 	anon        *anonAudit
 	stopping    chan struct{}
@@ -104,7 +107,8 @@ func New(d Deps) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	l := d.Limits.withDefaults()
 	s := &Server{deps: d, limits: l, engine: gin.New(), metrics: newHTTPMetrics(d.Registry), stopping: make(chan struct{}),
-		streams: newStreamSlots(l.MaxStreams, l.MaxStreamsPerTok), authLimiter: newAuthLimiter(l.FailedAuthRate, l.FailedAuthBurst)}
+		streams: newSlots(l.MaxStreams, l.MaxStreamsPerTok), requests: newSlots(math.MaxInt, l.MaxRequestsPerTok), authLimiter: newAuthLimiter(l.FailedAuthRate, l.FailedAuthBurst)}
+	s.ready = s.readiness()
 	s.anon = &anonAudit{pending: map[anonKey]*anonCount{}, every: l.AuditFlush, flush: s.recordAnonymous}
 	s.engine.HandleMethodNotAllowed = true
 	s.engine.ContextWithFallback = true
@@ -145,10 +149,21 @@ func (s *Server) recovery(c *gin.Context) {
 	c.Next()
 }
 
-// readBody reads the request body up to the configured limit.
+// readBody reads the request body up to the configured limit. A body that
+// is too slow or cut short is the client's error (408, 400), not fabricd's.
 func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	r := http.MaxBytesReader(c.Writer, c.Request.Body, s.deps.MaxBodyBytes)
-	return io.ReadAll(r)
+	data, err := io.ReadAll(r)
+	var maxBytes *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case err == nil, errors.As(err, &maxBytes):
+		return data, err
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return nil, &Error{Status: http.StatusRequestTimeout, Code: "request_timeout",
+			Message: "the request body did not arrive in time (--http-read-timeout " + s.limits.ReadTimeout.String() + ")"}
+	}
+	return nil, &Error{Status: http.StatusBadRequest, Code: "incomplete_body", Message: "the request body ended before its announced length"}
 }
 
 func (s *Server) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
@@ -165,14 +180,9 @@ func (e *NotReady) Error() string { return e.Component + ": " + e.Err.Error() }
 func (e *NotReady) Unwrap() error { return e.Err }
 
 func (s *Server) readyz(c *gin.Context) {
-	if s.deps.Ready != nil {
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
-		defer cancel()
-		if err := s.deps.Ready(ctx); err != nil {
-			s.deps.Logger.Warn("not ready", "err", err)
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "components": notReadyComponents(err)})
-			return
-		}
+	if err := s.ready(c.Request.Context()); err != nil {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "components": notReadyComponents(err)})
+		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }

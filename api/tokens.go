@@ -23,9 +23,9 @@ type createTokenResponse struct {
 	Secret string `json:"token"`
 }
 
-// maxTokenTTL bounds ttl_seconds before it becomes a time.Duration (10
-// years; a larger value would overflow into the past or into forever).
-const maxTokenTTL = 10 * 365 * 24 * 3600
+// maxTokenTTL bounds ttl_seconds before it becomes a time.Duration (a
+// larger value would overflow into the past or into forever).
+const maxTokenTTL = int64(auth.MaxTTL / time.Second)
 
 func (s *Server) createToken(c *gin.Context) {
 	body, err := s.readBody(c)
@@ -39,8 +39,8 @@ func (s *Server) createToken(c *gin.Context) {
 		return
 	}
 	switch {
-	case req.Name == "" || len(req.Name) > 64:
-		fail(c, badRequest("invalid_field", "name", "name is required (at most 64 characters)"))
+	case req.Name == "" || len(req.Name) > auth.MaxNameBytes:
+		fail(c, badRequest("invalid_field", "name", "name is required (at most %d bytes)", auth.MaxNameBytes))
 		return
 	}
 	if err := checkRange("ttl_seconds", req.TTLSeconds, 0, maxTokenTTL, "0 (no expiry) or a lifetime in seconds up to 10 years"); err != nil {

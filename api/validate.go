@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
 	"sort"
@@ -19,31 +20,40 @@ const (
 	maxNameBytes  = 253  // a name field in a body (a DNS name's length)
 )
 
-// invalidUTF8Mark stands for invalid UTF-8 in a JSON body (U+FFFE, a
-// noncharacter no client has reason to send).
-const invalidUTF8Mark = `\ufffe`
+// invalidUTF8Mark stands for invalid UTF-8 in a JSON body: U+FFFE (a
+// noncharacter no client has reason to send) as raw UTF-8, so a mark after
+// a backslash is still an invalid escape.
+const invalidUTF8Mark = "\ufffe"
 
-// textProblem says what is wrong with s as text of at most max bytes, or "".
-func textProblem(s string, max int) string {
+// textProblem says what is wrong with s as a name or parameter of at most
+// max bytes, or "".
+func textProblem(s string, max int) string { return problem(s, max, false) }
+
+// problem says what is wrong with s, or ""; free text may hold tabs and
+// line breaks, names and parameters no control character at all.
+func problem(s string, max int, freeText bool) string {
 	switch {
 	case len(s) > max:
 		return "is longer than " + strconv.Itoa(max) + " bytes"
 	case !utf8.ValidString(s) || strings.ContainsRune(s, '\ufffe'):
 		return "is not valid UTF-8"
+	case strings.ContainsRune(s, utf8.RuneError):
+		return "holds U+FFFD (a lone surrogate or a replaced character)"
 	case strings.ContainsRune(s, 0):
 		return "contains a NUL byte"
 	}
 	for _, r := range s {
-		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+		if (r < 0x20 || r == 0x7f) && !(freeText && (r == '\t' || r == '\n' || r == '\r')) {
 			return "contains a control character"
 		}
 	}
 	return ""
 }
 
-// checkText returns a 400 naming field when s is not acceptable text.
-func checkText(field, s string, max int) error {
-	if p := textProblem(s, max); p != "" {
+// checkText returns a 400 naming field when s is not an acceptable name
+// (freeText false) or free text.
+func checkText(field, s string, max int, freeText bool) error {
+	if p := problem(s, max, freeText); p != "" {
 		return badRequest("invalid_field", field, "%s %s", field, p)
 	}
 	return nil
@@ -59,7 +69,7 @@ func checkBodyStrings(v any) error {
 		if text {
 			max = maxTextBytes
 		}
-		return checkText(field, s, max)
+		return checkText(field, s, max, text)
 	})
 }
 
@@ -134,12 +144,16 @@ func checkRange(field string, n, lo, hi int64, meaning string) error {
 func allowQuery(names ...string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		for _, p := range c.Params {
-			if err := checkText(p.Key, p.Value, maxParamBytes); err != nil {
+			if textProblem(p.Value, maxParamBytes) != "" {
 				fail(c, badRequest("invalid_parameter", p.Key, "path parameter %s %s", p.Key, textProblem(p.Value, maxParamBytes)))
 				return
 			}
 		}
-		q := c.Request.URL.Query()
+		q, err := url.ParseQuery(c.Request.URL.RawQuery)
+		if err != nil { // e.g. a ';', which URL.Query would drop unseen
+			fail(c, badRequest("invalid_parameter", "(query)", "the query string is malformed: %s", quoteBounded(err.Error())))
+			return
+		}
 		var unknown []string
 		for k, vs := range q {
 			if !slices.Contains(names, k) {
@@ -158,7 +172,10 @@ func allowQuery(names ...string) gin.HandlerFunc {
 		if len(unknown) > 0 {
 			sort.Strings(unknown)
 			field := unknown[0]
-			if p := textProblem(field, maxParamBytes); p != "" {
+			switch {
+			case field == "":
+				field = "(empty name)"
+			case textProblem(field, maxParamBytes) != "":
 				field = "(unprintable)"
 			}
 			allowed := "none"

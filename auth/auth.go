@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,6 +38,11 @@ var (
 	// ErrLastAdmin: the token is the last live (unrevoked, unexpired) admin
 	// token; revoking it would lock every admin out.
 	ErrLastAdmin = errors.New("auth: refusing to revoke the last live admin token")
+	// ErrInvalidName: a token name is empty, longer than MaxNameBytes, or
+	// not printable UTF-8 text.
+	ErrInvalidName = errors.New("auth: a token name is 1 to 64 bytes of printable UTF-8 text")
+	// ErrInvalidTTL: a lifetime below 0 or above MaxTTL.
+	ErrInvalidTTL = errors.New("auth: a token lifetime is 0 (no expiry) or at most 10 years")
 )
 
 // Role is what a token may do.
@@ -102,8 +109,13 @@ func hash(secret string) []byte {
 // Mint creates a token and returns its secret, which is not stored.
 // ttl 0 means it does not expire.
 func (ts *Tokens) Mint(ctx context.Context, name string, role Role, createdBy string, ttl time.Duration) (string, Token, error) {
-	if !role.Valid() {
+	switch {
+	case !role.Valid():
 		return "", Token{}, fmt.Errorf("%w %q (viewer, operator or admin)", ErrInvalidRole, role)
+	case !validName(name):
+		return "", Token{}, ErrInvalidName
+	case ttl < 0 || ttl > MaxTTL:
+		return "", Token{}, ErrInvalidTTL
 	}
 	buf := make([]byte, 32)
 	if _, err := rand.Read(buf); err != nil {
@@ -271,6 +283,24 @@ func (ts *Tokens) MintRecovery(ctx context.Context, name, createdBy string, ttl 
 		return "", Token{}, err
 	}
 	return secret, tok, nil
+}
+
+// Bounds of a token's name and lifetime, for every way of minting one.
+const (
+	MaxNameBytes = 64
+	MaxTTL       = 10 * 365 * 24 * time.Hour
+)
+
+func validName(name string) bool {
+	if name == "" || len(name) > MaxNameBytes || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || r == utf8.RuneError || r == '\ufffe' {
+			return false
+		}
+	}
+	return true
 }
 
 // discard deletes a token whose secret nobody has seen.
