@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/user"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
@@ -44,8 +46,35 @@ func (c *AdminTokenConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "fabricd's data directory: its private PostgreSQL is started from here when fabricd is stopped, or used through its socket when fabricd runs")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL of fabricd's external database (instead of the private cluster under --data-dir)")
 	fs.StringVar(&c.Out, "token-file", c.Out, "file to write the new token's secret to (mode 0600, replaced atomically); default: print the secret on stdout")
-	fs.StringVar(&c.Name, "token-name", c.Name, "name of the new token (default recovery-<UTC time>)")
-	fs.DurationVar(&c.TTL, "token-ttl", c.TTL, "lifetime of the new token, like 24h (default 0: it does not expire)")
+	fs.StringVar(&c.Name, "token-name", c.Name, fmt.Sprintf("name of the new token, at most %d bytes of printable UTF-8 text (default recovery-<UTC time>)", auth.MaxNameBytes))
+	fs.DurationVar(&c.TTL, "token-ttl", c.TTL, fmt.Sprintf("lifetime of the new token, like 24h, at most %v (10 years) (default 0: it does not expire)", auth.MaxTTL))
+}
+
+// Validate checks the flags before anything is started, naming the flag
+// at fault; the bounds are auth's (auth.MaxNameBytes, auth.MaxTTL), which
+// Mint enforces too.
+func (c AdminTokenConfig) Validate() error {
+	if c.Name != "" && !printableName(c.Name) {
+		return fmt.Errorf("fabricd admin-token: --token-name (%d bytes) must be 1 to %d bytes of printable UTF-8 text, without control characters: %w",
+			len(c.Name), auth.MaxNameBytes, auth.ErrInvalidName)
+	}
+	if c.TTL < 0 || c.TTL > auth.MaxTTL {
+		return fmt.Errorf("fabricd admin-token: --token-ttl %v must be 0 (no expiry) or a positive lifetime of at most %v (10 years): %w",
+			c.TTL, auth.MaxTTL, auth.ErrInvalidTTL)
+	}
+	return nil
+}
+
+func printableName(name string) bool {
+	if len(name) > auth.MaxNameBytes || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || r == utf8.RuneError || r == '\ufffe' {
+			return false
+		}
+	}
+	return true
 }
 
 // MintAdminToken mints an admin token without the API, records it in the
@@ -55,8 +84,8 @@ func (c *AdminTokenConfig) RegisterFlags(fs *flag.FlagSet) {
 // and stops it again; while fabricd runs, it connects to that cluster's
 // socket. The database must have been migrated by fabricd.
 func MintAdminToken(ctx context.Context, cfg AdminTokenConfig, stdout io.Writer, logger *slog.Logger) error {
-	if cfg.TTL < 0 {
-		return errors.New("fabricd admin-token: --token-ttl must not be negative")
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	if cfg.Name == "" {
 		cfg.Name = "recovery-" + time.Now().UTC().Format("20060102T150405Z")

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,5 +73,49 @@ func TestMintAdminTokenExternalDatabase(t *testing.T) {
 
 	if err := MintAdminToken(ctx, AdminTokenConfig{DatabaseURL: url, TTL: -time.Second}, &out, testenv.Logger(t)); err == nil {
 		t.Fatal("negative --token-ttl accepted")
+	}
+}
+
+// TestAdminTokenConfigValidate: admin-token refuses bad --token-name and
+// --token-ttl values up front, naming the flag, with auth's sentinels.
+func TestAdminTokenConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     AdminTokenConfig
+		flag    string
+		wantErr error
+	}{
+		{"defaults", AdminTokenConfig{}, "", nil},
+		{"longest name and ttl", AdminTokenConfig{Name: strings.Repeat("é", auth.MaxNameBytes/2), TTL: auth.MaxTTL}, "", nil},
+		{"control character", AdminTokenConfig{Name: "a\x01b"}, "--token-name", auth.ErrInvalidName},
+		{"newline", AdminTokenConfig{Name: "ops\nforged log line"}, "--token-name", auth.ErrInvalidName},
+		{"NUL", AdminTokenConfig{Name: "a\x00"}, "--token-name", auth.ErrInvalidName},
+		{"invalid UTF-8", AdminTokenConfig{Name: "a\xffb"}, "--token-name", auth.ErrInvalidName},
+		{"5000 bytes", AdminTokenConfig{Name: strings.Repeat("a", 5000)}, "--token-name", auth.ErrInvalidName},
+		{"one byte too long", AdminTokenConfig{Name: strings.Repeat("a", auth.MaxNameBytes+1)}, "--token-name", auth.ErrInvalidName},
+		{"2562047h", AdminTokenConfig{TTL: 2562047 * time.Hour}, "--token-ttl", auth.ErrInvalidTTL},
+		{"just over 10 years", AdminTokenConfig{TTL: auth.MaxTTL + time.Second}, "--token-ttl", auth.ErrInvalidTTL},
+		{"negative", AdminTokenConfig{TTL: -time.Second}, "--token-ttl", auth.ErrInvalidTTL},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Validate: %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.flag) {
+				t.Fatalf("Validate: %v, want %v naming %s", err, tc.wantErr, tc.flag)
+			}
+			// MintAdminToken checks first: no PostgreSQL is started
+			// from the (missing) data directory.
+			cfg := tc.cfg
+			cfg.DataDir = filepath.Join(t.TempDir(), "missing")
+			if err := MintAdminToken(testenv.Context(t), cfg, io.Discard, testenv.Logger(t)); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("MintAdminToken: %v, want %v", err, tc.wantErr)
+			}
+		})
 	}
 }

@@ -80,6 +80,10 @@ func adminToken(args []string) int {
 		fmt.Fprintf(os.Stderr, "fabricd admin-token: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	logger, err := logCfg.New(os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fabricd admin-token:", err)

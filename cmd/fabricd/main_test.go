@@ -243,3 +243,23 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		t.Error("--help lacks environment twins")
 	}
 }
+
+// TestAdminTokenRefusesBadFlags: fabricd admin-token exits 2 (a usage
+// error) on a bad --token-name or --token-ttl, before it starts anything:
+// the data directory does not exist, which would otherwise exit 1.
+func TestAdminTokenRefusesBadFlags(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, args := range [][]string{
+		{"--token-name", "a\x01b"},
+		{"--token-name", strings.Repeat("n", 5000)},
+		{"--token-ttl", "2562047h"},
+		{"--token-ttl", "-1s"},
+	} {
+		if code := adminToken(append([]string{"--data-dir", missing}, args...)); code != 2 {
+			t.Errorf("admin-token %.60q: exit %d, want 2", args, code)
+		}
+	}
+	if code := adminToken([]string{"--data-dir", missing, "--token-name", "ok"}); code != 1 {
+		t.Errorf("admin-token with good flags and no data dir: exit %d, want 1", code)
+	}
+}
