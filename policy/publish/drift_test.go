@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,5 +209,89 @@ func TestGenerationBound(t *testing.T) {
 				t.Fatalf("generation key moved to %d (wrapped?), want %d kept", g, want)
 			}
 		})
+	}
+}
+
+// Drift the first reconciliation missed: fields added to a document or to
+// the generation key at the same generation, keys invented under the
+// leader's prefixes, and the whole prefix deleted. Each is repaired, and
+// generations keep going up; keys outside the leader's prefixes are left.
+func TestRepairsForeignFieldsKeysAndWipes(t *testing.T) {
+	cli := kvtest.New(t).Client
+	src := &source{}
+	src.set(output(3, false))
+	results := make(chan publish.Result, 10)
+	cfg := publish.DefaultConfig()
+	cfg.ID, cfg.ReconcileEvery = "a", time.Hour
+	startWith(t, cli, cfg, src, results, nil)
+	waitResult(t, results)
+	ctx := context.Background()
+	raw := func(key string) string {
+		resp, err := cli.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 0 {
+			return ""
+		}
+		return string(resp.Kvs[0].Value)
+	}
+	notOurs := policy.Prefix + "elsewhere/x"
+	put(t, cli, notOurs, "kept")
+
+	steps := []struct {
+		name   string
+		tamper func()
+	}{
+		{"a foreign field in a document", func() {
+			doc := raw(policy.KeyEndpoint("h001"))
+			put(t, cli, policy.KeyEndpoint("h001"), doc[:len(doc)-1]+`,"backdoor":true}`)
+		}},
+		{"a foreign field in the generation key", func() {
+			doc := raw(policy.KeyGeneration)
+			put(t, cli, policy.KeyGeneration, doc[:len(doc)-1]+`,"backdoor":true}`)
+		}},
+		{"the generation key's leader changed", func() {
+			var g policy.GenerationDoc
+			json.Unmarshal([]byte(raw(policy.KeyGeneration)), &g)
+			g.Leader = "someone-else"
+			b, _ := json.Marshal(g)
+			put(t, cli, policy.KeyGeneration, string(b))
+		}},
+		{"a key invented under fabric/", func() { put(t, cli, policy.Prefix+"fabric/zzz", `{"generation":1}`) }},
+		{"a key invented under directory/", func() { put(t, cli, policy.KeyDirectory("ghost"), `garbage`) }},
+		{"the whole prefix deleted", func() {
+			if _, err := cli.Delete(ctx, policy.Prefix, clientv3.WithPrefix()); err != nil {
+				t.Fatal(err)
+			}
+			put(t, cli, notOurs, "kept")
+		}},
+	}
+	last := uint64(1)
+	for _, s := range steps {
+		s.tamper()
+		r := waitResult(t, results)
+		if r.Generation <= last {
+			t.Fatalf("%s: repaired at generation %d, not above %d", s.name, r.Generation, last)
+		}
+		last = r.Generation
+		for _, key := range []string{policy.Prefix + "fabric/zzz", policy.KeyDirectory("ghost")} {
+			if v := raw(key); v != "" {
+				t.Fatalf("%s: %s still holds %q", s.name, key, v)
+			}
+		}
+		for _, key := range []string{policy.KeyEndpoint("h001"), policy.KeyGeneration} {
+			if v := raw(key); strings.Contains(v, "backdoor") || v == "" {
+				t.Fatalf("%s: %s = %q after the repair", s.name, key, v)
+			}
+		}
+		var g policy.GenerationDoc
+		json.Unmarshal([]byte(raw(policy.KeyGeneration)), &g)
+		if g.Generation != last || g.Leader != "a" {
+			t.Fatalf("%s: generation key %+v, want generation %d by a", s.name, g, last)
+		}
+		if v := raw(notOurs); v != "kept" {
+			t.Fatalf("%s: a key outside the leader's prefixes became %q", s.name, v)
+		}
 	}
 }

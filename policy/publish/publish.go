@@ -130,6 +130,7 @@ type Publisher struct {
 	driftRepairs    atomic.Uint64 // documents found drifted and rewritten
 	reconciliations atomic.Uint64
 	refusals        atomic.Uint64 // publications refused at MaxGeneration
+	highest         atomic.Uint64 // the highest generation this process published
 }
 
 // New returns a publisher; Run starts it.
@@ -239,8 +240,8 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 	guard := clientv3.Compare(clientv3.CreateRevision(el.Key()), "=", el.Rev())
 
 	// Read etcd afresh on every election: nothing is trusted from a
-	// previous term.
-	w := &writer{p: p, guard: guard, own: map[int64]bool{}}
+	// previous term but the floor of generations: they never go back.
+	w := &writer{p: p, guard: guard, own: map[int64]bool{}, generation: p.highest.Load()}
 	rev, err := w.load(ctx)
 	if err != nil {
 		return err
@@ -332,8 +333,9 @@ type writer struct {
 	guard      clientv3.Cmp
 	content    map[string][]byte // key → document without its generation
 	gens       map[string]uint64 // key → generation of the stored document
-	generation uint64            // the highest generation in etcd
+	generation uint64            // the highest generation in etcd or written
 	genKey     uint64            // what the generation key says
+	genRaw     []byte            // the generation key as stored
 
 	mu      sync.Mutex
 	own     map[int64]bool // etcd revisions of our own transactions
@@ -354,15 +356,25 @@ func (w *writer) load(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("publish: read documents: %w", err)
 	}
-	w.content, w.gens, w.generation, w.genKey = map[string][]byte{}, map[string]uint64{}, 0, 0
+	// Generations never go backwards, even when etcd lost or had its
+	// documents deleted: the floor is the highest this writer knows of.
+	floor := w.generation
+	w.content, w.gens, w.genKey, w.genRaw = map[string][]byte{}, map[string]uint64{}, 0, nil
+	w.generation = floor
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
 		gen, content := canonical(key, kv.Value)
 		w.generation = max(w.generation, gen)
-		if key == policy.KeyGeneration {
-			w.genKey = gen
-		} else if content != nil {
+		switch {
+		case key == policy.KeyGeneration:
+			w.genKey, w.genRaw = gen, kv.Value
+			if content == nil { // not as this package writes it
+				w.genKey = 0
+			}
+		case content != nil:
 			w.content[key], w.gens[key] = content, gen
+		case owned(key): // a key no one should write here: publish deletes it
+			w.content[key], w.gens[key] = []byte("foreign"), gen
 		}
 	}
 	return resp.Header.Revision, nil
@@ -371,7 +383,7 @@ func (w *writer) load(ctx context.Context) (int64, error) {
 // reconcile re-reads etcd, counts the documents that differ from what this
 // leader last wrote, and triggers a publication that rewrites them.
 func (w *writer) reconcile(ctx context.Context) error {
-	prevContent, prevGens, prevGen := w.content, w.gens, w.generation
+	prevContent, prevGens, prevGen, prevGenRaw := w.content, w.gens, w.generation, w.genRaw
 	if _, err := w.load(ctx); err != nil {
 		return err
 	}
@@ -398,8 +410,9 @@ func (w *writer) reconcile(ctx context.Context) error {
 			drift++
 		}
 	}
-	if w.genKey != prevGen {
+	if w.genKey != prevGen || !bytes.Equal(w.genRaw, prevGenRaw) {
 		drift++
+		w.genKey = 0 // rewritten by the next publication
 	}
 	if drift > 0 {
 		w.p.driftRepairs.Add(uint64(drift))
@@ -473,16 +486,31 @@ func (w *writer) takeForeign() bool {
 	return found
 }
 
+// owned reports whether key lies under a prefix only the leader writes.
+func owned(key string) bool {
+	return strings.HasPrefix(key, policy.PrefixDirectory) || strings.HasPrefix(key, policy.PrefixEndpoints) ||
+		strings.HasPrefix(key, policy.Prefix+"fabric/")
+}
+
 // canonical decodes a stored document and returns its generation and its
 // content encoded with generation 0, as publish encodes it for comparison
-// (nil when it is not a document this package writes).
+// (nil when it is not a document this package writes). A document that is
+// not byte for byte what this package would write (foreign fields, another
+// encoding) is returned as content that never compares equal.
+// For the generation key the content is the stored value, nil when it is
+// not as publish writes it.
 func canonical(key string, value []byte) (uint64, []byte) {
 	var doc interface{ setGeneration(uint64) uint64 }
 	switch {
 	case key == policy.KeyGeneration:
 		var g policy.GenerationDoc
-		json.Unmarshal(value, &g)
-		return g.Generation, nil
+		if json.Unmarshal(value, &g) != nil {
+			return 0, nil
+		}
+		if out, _ := json.Marshal(g); !bytes.Equal(out, value) {
+			return g.Generation, nil
+		}
+		return g.Generation, value
 	case key == policy.KeyPlanes:
 		doc = &planesDoc{}
 	case key == policy.KeyPorts:
@@ -496,6 +524,9 @@ func canonical(key string, value []byte) (uint64, []byte) {
 	}
 	if json.Unmarshal(value, doc) != nil {
 		return 0, []byte("corrupt") // never equal: rewritten
+	}
+	if out, _ := json.Marshal(doc); !bytes.Equal(out, value) {
+		return doc.setGeneration(0), []byte("corrupt")
 	}
 	gen := doc.setGeneration(0)
 	out, _ := json.Marshal(doc)
@@ -623,7 +654,8 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 			w.gens[o.key] = gen
 		}
 	}
-	w.content, w.generation, w.genKey = newContent, gen, gen
+	w.content, w.generation, w.genKey, w.genRaw = newContent, gen, gen, genDoc
+	w.p.highest.Store(gen)
 	res.Duration = time.Since(start)
 	return res, nil
 }
