@@ -889,16 +889,20 @@ func (c *Cluster) prepareSocketDir(id identity) (string, error) {
 
 func socketName() string { return "/.s.PGSQL." + strconv.Itoa(Port) }
 
-// orphanWait bounds how long start waits for the processes of a killed
-// postmaster to exit.
-const orphanWait = 15 * time.Second
+// A killed postmaster's backends exit by themselves once they notice it
+// is gone, but a backend busy in a long query may not for minutes, and
+// PostgreSQL refuses to start while they hold its shared memory. Start
+// gives them orphanGrace, then kills them and waits up to orphanWait.
+const (
+	orphanGrace = time.Second
+	orphanWait  = 5 * time.Second
+)
 
 // clearStalePid handles a postmaster.pid left behind by a postgres that was
-// killed. If its process is alive and a postgres, or any process still works
-// in the cluster directory, the cluster is running: ErrAlreadyRunning (a
-// *RunningError for a live postmaster).
-// Otherwise the stale lock files are removed, so that a recycled pid cannot
-// make postgres refuse to start.
+// killed. If its process is alive and a postgres, the cluster is running:
+// a *RunningError. Otherwise the dead postmaster's orphaned backends are
+// given orphanGrace to exit and then killed, and the stale lock files are
+// removed, so that a recycled pid cannot make postgres refuse to start.
 func (c *Cluster) clearStalePid() error {
 	pidFile := filepath.Join(c.pgData, "postmaster.pid")
 	b, err := os.ReadFile(pidFile)
@@ -912,14 +916,21 @@ func (c *Cluster) clearStalePid() error {
 	if pid > 0 && processAlive(pid) && isPostgres(pid) {
 		return &RunningError{Pid: pid, PidFile: pidFile, URL: c.url}
 	}
-	// A killed postmaster's children exit by themselves once they notice
-	// it is gone; on a loaded machine that can take a moment.
-	users := processesIn(c.pgData)
-	for deadline := time.Now().Add(orphanWait); len(users) > 0 && time.Now().Before(deadline); users = processesIn(c.pgData) {
-		time.Sleep(100 * time.Millisecond)
+	orphans := c.orphans()
+	for deadline := time.Now().Add(orphanGrace); len(orphans) > 0 && time.Now().Before(deadline); orphans = c.orphans() {
+		time.Sleep(50 * time.Millisecond)
 	}
-	if len(users) > 0 {
-		return fmt.Errorf("%w: postmaster pid %d is gone but processes %v still use %s after %v; wait for them to exit or kill them", ErrAlreadyRunning, pid, users, c.pgData, orphanWait)
+	if len(orphans) > 0 {
+		c.logger.Warn("killing the backends of a dead postmaster", "postmaster", pid, "pids", orphans)
+		for _, o := range orphans {
+			_ = syscall.Kill(o, syscall.SIGKILL)
+		}
+	}
+	for deadline := time.Now().Add(orphanWait); len(orphans) > 0 && time.Now().Before(deadline); orphans = c.orphans() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(orphans) > 0 {
+		return fmt.Errorf("%w: postmaster pid %d is gone but its processes %v still run in %s after SIGKILL and %v", ErrAlreadyRunning, pid, orphans, c.pgData, orphanWait)
 	}
 	c.logger.Info("removing stale postmaster.pid", "path", pidFile, "pid", pid)
 	if err := os.Remove(pidFile); err != nil {
@@ -956,6 +967,30 @@ func isPostgres(pid int) bool {
 	}
 	name := strings.TrimSpace(string(comm))
 	return strings.HasPrefix(name, "postgres") || strings.HasPrefix(name, "postmaster")
+}
+
+// orphans returns the postgres processes working in the cluster directory
+// and owned by its owner: with the postmaster dead, orphaned backends.
+// Other processes there (a shell, say) are not postgres's and are left.
+func (c *Cluster) orphans() []int {
+	fi, err := os.Stat(c.pgData)
+	if err != nil {
+		return nil
+	}
+	owner := fi.Sys().(*syscall.Stat_t).Uid
+	var pids []int
+	for _, pid := range processesIn(c.pgData) {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		name := strings.TrimSpace(string(comm))
+		pfi, perr := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		if err != nil || perr != nil || pfi.Sys().(*syscall.Stat_t).Uid != owner {
+			continue
+		}
+		if strings.HasPrefix(name, "postgres") || strings.HasPrefix(name, "postmaster") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // processesIn returns the pids of processes whose working directory is dir

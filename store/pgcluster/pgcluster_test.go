@@ -508,9 +508,9 @@ func TestAsUnprivilegedUser(t *testing.T) {
 	}
 }
 
-// The children of a killed postmaster may outlive it for a moment; a start
-// in that window waits for them instead of refusing.
-func TestStaleClusterWaitsForOrphans(t *testing.T) {
+// The backends of a killed postmaster that do not exit by themselves are
+// killed after orphanGrace; other processes in the directory are left.
+func TestStaleClusterKillsOrphans(t *testing.T) {
 	dir := t.TempDir()
 	c := &Cluster{pgData: dir, socketDir: dir, logger: testenv.Logger(t)}
 	// A postmaster.pid whose process is gone: a pid that just exited.
@@ -521,18 +521,52 @@ func TestStaleClusterWaitsForOrphans(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "postmaster.pid"), []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	orphan := exec.Command("sleep", "1")
-	orphan.Dir = dir
-	if err := orphan.Start(); err != nil {
+	// A backend busy for a minute: sleep, under postgres's name.
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
 		t.Fatal(err)
 	}
-	go orphan.Wait() // reaped when it exits
+	bin, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(t.TempDir(), "postgres")
+	if err := os.WriteFile(fake, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string) (*exec.Cmd, chan error) {
+		cmd := exec.Command(name, "60")
+		cmd.Dir = dir
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		return cmd, exited
+	}
+	_, backendExited := run(fake)
+	_, shellExited := run(sleep) // not postgres: a user's process
 	start := time.Now()
 	if err := c.clearStalePid(); err != nil {
-		t.Fatalf("clearStalePid with an orphan exiting in 1s: %v", err)
+		t.Fatalf("clearStalePid with a busy orphan: %v", err)
 	}
-	if el := time.Since(start); el < 500*time.Millisecond {
-		t.Fatalf("returned after %v, before the orphan exited", el)
+	el := time.Since(start)
+	if el < orphanGrace || el > orphanGrace+3*time.Second {
+		t.Fatalf("returned after %v, want just over the %v grace", el, orphanGrace)
+	}
+	select {
+	case err := <-backendExited:
+		if err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("the orphan exited with %v, want killed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the orphaned backend still runs")
+	}
+	select {
+	case err := <-shellExited:
+		t.Fatalf("a process that is not postgres was stopped: %v", err)
+	default:
 	}
 	if _, err := os.Stat(filepath.Join(dir, "postmaster.pid")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("stale postmaster.pid not removed: %v", err)

@@ -66,6 +66,33 @@ func TestSuperviseRestartsKilledPostmaster(t *testing.T) {
 	}
 }
 
+// A backend busy in a query does not notice its postmaster's death; the
+// restart kills it rather than waiting for it, and is back within 10 s.
+func TestSuperviseRecoversWithBusyBackend(t *testing.T) {
+	requireBinaries(t)
+	c := start(t, Options{DataDir: dataDir(t)})
+	ctx := testenv.Context(t)
+	busy, err := pgx.Connect(ctx, c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close(context.Background())
+	go busy.Exec(ctx, "SELECT count(*) FROM generate_series(1, 100000000000)")
+	testutil.WaitFor(t, 10*time.Second, "the busy query", func() bool {
+		return queryInt(t, c, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT count(*) FROM generate_series%' AND state = 'active'") == 1
+	})
+	go c.Supervise(ctx, Supervision{MinBackoff: 10 * time.Millisecond})
+	old := c.Pid()
+	killed := time.Now()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "a new postmaster beside the busy backend", func() bool {
+		return c.Pid() != old && c.Err() == nil && connects(c)
+	})
+	t.Logf("accepting connections again %v after kill -9", time.Since(killed).Round(time.Millisecond))
+}
+
 // TestRestartWhileRunningDoesNothing: Restart of a live postmaster keeps it.
 func TestRestartWhileRunningDoesNothing(t *testing.T) {
 	requireBinaries(t)
