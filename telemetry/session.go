@@ -7,9 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	pb "github.com/openconfig/gnmi/proto/gnmi"
 	"github.com/prometheus/client_golang/prometheus"
@@ -137,10 +140,14 @@ func (s *session) run(ctx context.Context) {
 		}
 		s.c.m.errors.WithLabelValues(kind).Inc()
 		reason := describe(kind, err, cfg.SilenceTimeout)
+		attrs := []any{"reason", reason}
+		if errors.Is(err, ErrCredentials) {
+			attrs = append(attrs, "detail", err.Error())
+		}
 		if !wasDown || synced {
-			s.log.Warn("gnmi stream down", "reason", reason)
+			s.log.Warn("gnmi stream down", attrs...)
 		} else {
-			s.log.Debug("gnmi stream still down", "reason", reason)
+			s.log.Debug("gnmi stream still down", attrs...)
 		}
 		wasDown = true
 		s.setState(false, false, reason)
@@ -160,15 +167,41 @@ func (s *session) run(ctx context.Context) {
 
 func describe(kind string, err error, silence time.Duration) string {
 	switch {
+	case errors.Is(err, ErrCredentials):
+		// Shown to every viewer: no variable names, paths or file contents.
+		// The log has the detail.
+		return kind + ": fabricd could not load its credentials for this switch; see its log"
 	case kind == ErrKindSilent:
 		return fmt.Sprintf("silent: nothing received for %v", silence)
 	case errors.Is(err, io.EOF):
 		return kind + ": stream closed by target"
 	}
 	if st, ok := status.FromError(err); ok {
-		return fmt.Sprintf("%s: %s: %s", kind, st.Code(), st.Message())
+		return bounded(fmt.Sprintf("%s: %s: %s", kind, st.Code(), st.Message()))
 	}
-	return kind + ": " + err.Error()
+	return bounded(kind + ": " + err.Error())
+}
+
+// maxReason bounds a reason: a switch chooses its error messages.
+const maxReason = 256
+
+// bounded returns reason as valid UTF-8 without control characters, cut to
+// maxReason bytes.
+func bounded(reason string) string {
+	reason = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(reason, "?"))
+	if len(reason) <= maxReason {
+		return reason
+	}
+	cut := maxReason - len("…")
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut] + "…"
 }
 
 // stream runs one Subscribe RPC until it fails or ctx ends. It returns

@@ -109,12 +109,13 @@ func TestMTLSAndPassword(t *testing.T) {
 	for _, tc := range []struct {
 		name, pwEnv string
 		clientCert  bool
-		reason      string
+		reason      string // in the status every viewer sees
+		logged      string // in fabricd's log only ("": nothing hidden)
 	}{
-		{"wrong password", "FABRICD_GNMI_TEST_WRONG", true, "Unauthenticated"},
-		{"unset password variable", "FABRICD_GNMI_TEST_UNSET", true, "FABRICD_GNMI_TEST_UNSET is not set"},
-		{"no client certificate", "FABRICD_GNMI_TEST_PASSWORD", false, "connect:"},
-		{"variable outside the prefix", "MULTIPLANE_TEST_SECRET", true, "does not start with FABRICD_GNMI_"},
+		{"wrong password", "FABRICD_GNMI_TEST_WRONG", true, "Unauthenticated", ""},
+		{"unset password variable", "FABRICD_GNMI_TEST_UNSET", true, "could not load its credentials", "FABRICD_GNMI_TEST_UNSET is not set"},
+		{"no client certificate", "FABRICD_GNMI_TEST_PASSWORD", false, "connect:", ""},
+		{"variable outside the prefix", "MULTIPLANE_TEST_SECRET", true, "could not load its credentials", "MULTIPLANE_TEST_SECRET\\\" does not start with FABRICD_GNMI_"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &syncBuffer{}
@@ -122,6 +123,12 @@ func TestMTLSAndPassword(t *testing.T) {
 			r := h.waitReach(t, 0, "unreachable", unreached)
 			if !strings.Contains(r.Reason, tc.reason) {
 				t.Fatalf("reason %q, want %q", r.Reason, tc.reason)
+			}
+			if strings.Contains(r.Reason, tc.pwEnv) {
+				t.Fatalf("reason %q names the password variable", r.Reason)
+			}
+			if tc.logged != "" && !strings.Contains(logs.String(), tc.logged) {
+				t.Fatalf("the log lacks %q:\n%s", tc.logged, logs.String())
 			}
 			if strings.Contains(logs.String(), secret) || strings.Contains(logs.String(), "nope") {
 				t.Fatal("a password was logged")
