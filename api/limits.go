@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"flag"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -24,6 +26,7 @@ type Limits struct {
 	MaxStreamsPerTok  int           // event streams per token
 	FailedAuthRate    float64       // failed authentications per second per client address, sustained
 	FailedAuthBurst   int           // failed authentications per client address before the rate applies
+	FailedAuthDelay   time.Duration // how long a client over its failed-authentication budget waits for its 429
 	AuditFlush        time.Duration // how often refused anonymous requests are summarised in the audit log
 	StreamHeartbeat   time.Duration // event stream keep-alive, and how often a stream's token is checked again
 }
@@ -33,7 +36,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 20 * time.Second, WriteTimeout: 60 * time.Second,
 		IdleTimeout: 20 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 2048, MaxConnsPerClient: 128, MaxRequestsPerTok: 32,
-		MaxStreams: 256, MaxStreamsPerTok: 8, FailedAuthRate: 5, FailedAuthBurst: 20, AuditFlush: 10 * time.Second,
+		MaxStreams: 256, MaxStreamsPerTok: 8, FailedAuthRate: 5, FailedAuthBurst: 20, FailedAuthDelay: time.Second, AuditFlush: 10 * time.Second,
 		StreamHeartbeat: 15 * time.Second,
 	}
 }
@@ -52,6 +55,7 @@ func (l *Limits) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxStreamsPerTok, "max-event-streams-per-token", l.MaxStreamsPerTok, "concurrent /api/v1/stream clients per token (more get 429)")
 	fs.Float64Var(&l.FailedAuthRate, "failed-auth-rate", l.FailedAuthRate, "failed authentications per second a client address may sustain before it gets 429")
 	fs.IntVar(&l.FailedAuthBurst, "failed-auth-burst", l.FailedAuthBurst, "failed authentications a client address may make at once")
+	fs.DurationVar(&l.FailedAuthDelay, "failed-auth-delay", l.FailedAuthDelay, "how long an address over its failed-authentication budget waits for each 429 before it is disconnected")
 	fs.DurationVar(&l.StreamHeartbeat, "stream-heartbeat", l.StreamHeartbeat, "event stream keep-alive interval; a stream whose token expired or was revoked ends at the next one")
 	fs.DurationVar(&l.AuditFlush, "audit-anonymous-flush", l.AuditFlush, "interval at which refused unauthenticated requests are summarised in the audit log")
 }
@@ -69,6 +73,7 @@ func (l Limits) withDefaults() Limits {
 	set(&l.IdleTimeout, d.IdleTimeout)
 	set(&l.AuditFlush, d.AuditFlush)
 	set(&l.StreamHeartbeat, d.StreamHeartbeat)
+	set(&l.FailedAuthDelay, d.FailedAuthDelay)
 	for _, p := range []struct{ v, def *int }{{&l.MaxHeaderBytes, &d.MaxHeaderBytes}, {&l.MaxConnections, &d.MaxConnections},
 		{&l.MaxConnsPerClient, &d.MaxConnsPerClient}, {&l.MaxRequestsPerTok, &d.MaxRequestsPerTok},
 		{&l.MaxStreams, &d.MaxStreams}, {&l.MaxStreamsPerTok, &d.MaxStreamsPerTok}, {&l.FailedAuthBurst, &d.FailedAuthBurst}} {
@@ -210,6 +215,39 @@ func (s *slots) release(token int64) {
 	}
 }
 
+// tarpit delays the answers to clients refused for failed authentication
+// by Limits.FailedAuthDelay, so a flood of bad tokens runs at the speed of
+// its connections, not of fabricd. At most maxTarpitted answers wait at
+// once; past that they go out at once.
+type tarpit struct {
+	slots    chan struct{}
+	maxDelay time.Duration
+}
+
+const maxTarpitted = 256
+
+func newTarpit(maxDelay time.Duration) *tarpit {
+	return &tarpit{slots: make(chan struct{}, maxTarpitted), maxDelay: maxDelay}
+}
+
+// hold waits for about maxDelay or until ctx ends, when a slot is free; it
+// reports whether it waited.
+func (t *tarpit) hold(ctx context.Context) bool {
+	select {
+	case t.slots <- struct{}{}:
+	default:
+		return false
+	}
+	defer func() { <-t.slots }()
+	timer := time.NewTimer(t.maxDelay/2 + rand.N(t.maxDelay)) // jittered: held clients do not come back in waves
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return true
+}
+
 // authLimiter is a token bucket of failed authentications per client
 // address. It keeps at most maxLimitedClients addresses; past that it
 // forgets one to make room (a refilled one if it finds one), so its memory
@@ -263,22 +301,26 @@ func (l *authLimiter) bucketOf(client string, now time.Time, create bool) *bucke
 	return b
 }
 
-// blocked reports whether client has used up its failed authentications,
-// and when it may try again.
-func (l *authLimiter) blocked(client string) (bool, time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.bucketOf(client, l.now(), false)
-	if b == nil || b.tokens >= 1 {
-		return false, 0
-	}
-	return true, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
-}
-
-// failed counts one failed authentication of client.
-func (l *authLimiter) failed(client string) {
+// reserve takes one failed authentication from client's budget before a
+// look-up (refund gives it back when the token was good), so concurrent
+// look-ups from one address cannot overdraw it. When the budget is empty it
+// reports false and when client may try again.
+func (l *authLimiter) reserve(client string) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucketOf(client, l.now(), true)
-	b.tokens = max(0, b.tokens-1)
+	if b.tokens < 1 {
+		return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	}
+	b.tokens--
+	return true, 0
+}
+
+// refund returns a reservation: the look-up it was for succeeded.
+func (l *authLimiter) refund(client string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.bucketOf(client, l.now(), false); b != nil {
+		b.tokens = min(l.burst, b.tokens+1)
+	}
 }

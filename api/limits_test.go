@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,7 +44,7 @@ func (f *fixture) from(addr, method, path, token string, headers ...string) *htt
 }
 
 func TestAnonymousRequestsCostNoStoragePerRequest(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, withLimits(api.Limits{FailedAuthDelay: time.Millisecond}))
 	big := "/api/v1/drains/" + strings.Repeat("a", 100<<10)
 	for i := range 300 {
 		addr := fmt.Sprintf("10.1.0.%d", i%3)
@@ -108,7 +110,7 @@ func TestMetricLabelsDoNotComeFromClients(t *testing.T) {
 }
 
 func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
-	f := newFixture(t, withLimits(api.Limits{FailedAuthBurst: 10, FailedAuthRate: 0.001}))
+	f := newFixture(t, withLimits(api.Limits{FailedAuthBurst: 10, FailedAuthRate: 0.001, FailedAuthDelay: time.Millisecond}))
 	codes := map[int]int{}
 	for range 30 {
 		codes[f.from("10.3.0.1", "GET", "/api/v1/planes", "mpt_bogus").Code]++
@@ -126,6 +128,71 @@ func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
 	// X-Forwarded-For is the client's word, not its address.
 	if rec := f.from("10.3.0.1", "GET", "/api/v1/planes", "mpt_bogus", "X-Forwarded-For", "10.9.9.9"); rec.Code != 429 {
 		t.Errorf("a limited address escaped with X-Forwarded-For: %d", rec.Code)
+	}
+}
+
+// Concurrent look-ups from one address cannot overdraw its budget: each
+// reserves its failure before it asks the store.
+func TestFailedAuthenticationBudgetHoldsUnderConcurrency(t *testing.T) {
+	f := newFixture(t, withLimits(api.Limits{FailedAuthBurst: 10, FailedAuthRate: 0.001, FailedAuthDelay: time.Millisecond}))
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for range 60 {
+		wg.Go(func() {
+			code := f.from("10.8.0.1", "GET", "/api/v1/planes", "mpt_bogus").Code
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if codes[401] != 10 || codes[429] != 50 {
+		t.Errorf("60 concurrent bad tokens from one address: %v, want 10 x 401 and 50 x 429", codes)
+	}
+	// A good token from the same address still gets in once it was seen
+	// (the store is not asked again within auth.CacheTTL).
+	if rec := f.from("10.8.0.2", "GET", "/api/v1/planes", f.admin); rec.Code != 200 {
+		t.Fatalf("admin = %d", rec.Code)
+	}
+	if rec := f.from("10.8.0.1", "GET", "/api/v1/planes", f.admin); rec.Code != 200 {
+		t.Errorf("a token known good, from an address over its budget = %d, want 200", rec.Code)
+	}
+}
+
+// A refused address waits for its 429, so a flood of bad tokens over a few
+// connections makes a few requests a second, not thousands.
+func TestFailedAuthenticationFloodIsHeldBack(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	f := newFixture(t, withLimits(api.Limits{FailedAuthBurst: 5, FailedAuthRate: 0.001, FailedAuthDelay: delay}))
+	for range 5 {
+		f.from("10.7.0.1", "GET", "/api/v1/planes", "mpt_bogus")
+	}
+	start := time.Now()
+	rec := f.from("10.7.0.1", "GET", "/api/v1/planes", "mpt_bogus")
+	if took := time.Since(start); rec.Code != 429 || took < delay/2 || took > delay*3/2+time.Second {
+		t.Fatalf("over budget: %d after %v, want 429 after %v ± 50%%", rec.Code, took, delay)
+	}
+	// Eight flooding connections for 1.5 s.
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(1500 * time.Millisecond)
+	for range 8 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				f.from("10.7.0.1", "GET", "/api/v1/planes", "mpt_bogus")
+				sent.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := sent.Load(); n > 8*6 {
+		t.Errorf("8 connections flooding for 1.5 s made %d requests; want at most %d", n, 8*6)
+	}
+	// Someone else is not held back.
+	start = time.Now()
+	if rec := f.from("10.7.0.2", "GET", "/api/v1/planes", f.admin); rec.Code != 200 || time.Since(start) > delay {
+		t.Errorf("another address: %d after %v", rec.Code, time.Since(start))
 	}
 }
 
@@ -306,10 +373,29 @@ func TestConnectionsHaveTimeoutsAndACap(t *testing.T) {
 			}
 		}
 	})
+	dialFrom := func(ip string) net.Conn {
+		c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// holdFrom opens a connection kept busy by an event stream: a silent
+	// one would close at the 300 ms header timeout, freeing its slot
+	// before the cap is tried on a loaded machine.
+	holdFrom := func(ip string) net.Conn {
+		c := dialFrom(ip)
+		fmt.Fprintf(c, "GET /api/v1/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", f.admin)
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("stream to hold a connection: %v", err)
+		}
+		return c
+	}
 	t.Run("connection cap per client address", func(t *testing.T) {
 		var held []net.Conn
 		for range 3 {
-			held = append(held, dial())
+			held = append(held, holdFrom("127.0.0.1"))
 		}
 		if !refusedAtAccept(dial()) {
 			t.Errorf("a fourth connection from one address was served with a cap of 3 per address")
@@ -338,15 +424,7 @@ func TestConnectionsHaveTimeoutsAndACap(t *testing.T) {
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			return err == nil && resp.StatusCode == 200
 		})
-		dialFrom := func(ip string) net.Conn {
-			c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			return c
-		}
-		held := []net.Conn{dialFrom("127.0.0.1"), dialFrom("127.0.0.1"), dialFrom("127.0.0.2"), dialFrom("127.0.0.3")}
+		held := []net.Conn{holdFrom("127.0.0.1"), holdFrom("127.0.0.1"), holdFrom("127.0.0.2"), holdFrom("127.0.0.3")}
 		if !refusedAtAccept(dialFrom("127.0.0.4")) {
 			t.Errorf("a fifth connection was served with a cap of 4")
 		}
@@ -357,7 +435,7 @@ func TestConnectionsHaveTimeoutsAndACap(t *testing.T) {
 }
 
 func TestFailedAuthenticationNeverRefusesTheInnocent(t *testing.T) {
-	f := newFixture(t, withLimits(api.Limits{FailedAuthBurst: 1, FailedAuthRate: 0.001}))
+	f := newFixture(t, withLimits(api.Limits{FailedAuthBurst: 1, FailedAuthRate: 0.001, FailedAuthDelay: time.Millisecond}))
 	for i := range 4200 { // more addresses than the limiter keeps
 		addr := fmt.Sprintf("10.4.%d.%d", i/250, i%250)
 		f.from(addr, "GET", "/api/v1/planes", "mpt_bogus")

@@ -72,31 +72,18 @@ func principal(c *gin.Context) (auth.Principal, bool) {
 }
 
 // authenticate requires a valid bearer token on every /api/v1 route but
-// the OpenAPI document. A client address that keeps failing gets 429
-// without a database look-up until its failure budget refills.
+// the OpenAPI document. A token that authenticated within auth.CacheTTL
+// needs no look-up; for any other, see lookUp.
 func (s *Server) authenticate(c *gin.Context) {
-	client := c.ClientIP()
-	if limited, wait := s.authLimiter.blocked(client); limited {
-		s.metrics.authLimited.Inc()
-		c.Header("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
-		fail(c, &Error{Status: http.StatusTooManyRequests, Code: "too_many_requests",
-			Message: "too many failed authentications from this address; retry later"})
-		return
-	}
-	h := c.GetHeader("Authorization")
-	secret, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || secret == "" {
-		s.authLimiter.failed(client)
-		fail(c, auth.ErrUnauthenticated)
-		return
-	}
-	p, err := s.deps.Tokens.Authenticate(c.Request.Context(), strings.TrimSpace(secret))
-	if err != nil {
-		if errors.Is(err, auth.ErrUnauthenticated) {
-			s.authLimiter.failed(client)
+	secret, _ := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	secret = strings.TrimSpace(secret)
+	p, ok := s.deps.Tokens.Cached(secret)
+	if !ok {
+		var err error
+		if p, err = s.lookUp(c, secret); err != nil {
+			fail(c, err)
+			return
 		}
-		fail(c, err)
-		return
 	}
 	c.Set(ctxPrincipal, p)
 	// A token's requests in progress are bounded, so one client that never
@@ -109,6 +96,29 @@ func (s *Server) authenticate(c *gin.Context) {
 	}
 	defer s.requests.release(p.TokenID)
 	c.Next()
+}
+
+// lookUp authenticates secret against the store, within the failed-
+// authentication budget of the client's address: an address over it gets
+// 429 without a look-up, held back first (see tarpit), so a flood of bad
+// tokens costs fabricd a sleeping goroutine per connection, not a CPU.
+func (s *Server) lookUp(c *gin.Context, secret string) (auth.Principal, error) {
+	client := c.ClientIP()
+	if ok, wait := s.authLimiter.reserve(client); !ok {
+		s.metrics.authLimited.Inc()
+		s.tarpit.hold(c.Request.Context())
+		c.Header("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+		return auth.Principal{}, &Error{Status: http.StatusTooManyRequests, Code: "too_many_requests",
+			Message: "too many failed authentications from this address; retry later"}
+	}
+	if secret == "" {
+		return auth.Principal{}, auth.ErrUnauthenticated // the reservation is spent
+	}
+	p, err := s.deps.Tokens.Authenticate(c.Request.Context(), secret)
+	if !errors.Is(err, auth.ErrUnauthenticated) {
+		s.authLimiter.refund(client) // a good token, or the store failed
+	}
+	return p, err
 }
 
 // require admits roles at least need.

@@ -72,6 +72,7 @@ type Server struct {
 	requests    *slots // requests in progress, per token
 	ready       func(context.Context) error
 	authLimiter *authLimiter
+	tarpit      *tarpit
 	anon        *anonAudit
 	stopping    chan struct{}
 	stopOnce    sync.Once
@@ -107,7 +108,7 @@ func New(d Deps) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	l := d.Limits.withDefaults()
 	s := &Server{deps: d, limits: l, engine: gin.New(), metrics: newHTTPMetrics(d.Registry), stopping: make(chan struct{}),
-		streams: newSlots(l.MaxStreams, l.MaxStreamsPerTok), requests: newSlots(math.MaxInt, l.MaxRequestsPerTok), authLimiter: newAuthLimiter(l.FailedAuthRate, l.FailedAuthBurst)}
+		streams: newSlots(l.MaxStreams, l.MaxStreamsPerTok), requests: newSlots(math.MaxInt, l.MaxRequestsPerTok), authLimiter: newAuthLimiter(l.FailedAuthRate, l.FailedAuthBurst), tarpit: newTarpit(l.FailedAuthDelay)}
 	s.ready = s.readiness()
 	s.anon = &anonAudit{pending: map[anonKey]*anonCount{}, every: l.AuditFlush, flush: s.recordAnonymous}
 	s.engine.HandleMethodNotAllowed = true

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -96,14 +97,84 @@ type Token struct {
 const secretPrefix = "mpt_"
 
 // Tokens stores tokens in PostgreSQL.
-type Tokens struct{ pool *pgxpool.Pool }
+// Tokens that authenticated are remembered for CacheTTL, so a busy client
+// costs no database look-up per request; Revoke forgets them at once, and
+// a revocation by another process takes effect within CacheTTL. Only valid
+// tokens are remembered: a client without one cannot fill the cache.
+type Tokens struct {
+	pool *pgxpool.Pool
+
+	mu    sync.Mutex
+	cache map[[sha256.Size]byte]cachedPrincipal
+	epoch uint64 // bumped by forget: a look-up begun before is not remembered
+}
+
+type cachedPrincipal struct {
+	p     Principal
+	until time.Time
+}
+
+// CacheTTL bounds how long an authenticated token is taken on trust.
+const CacheTTL = time.Second
+
+const maxCached = 4096
 
 // NewTokens returns a token store over a migrated database.
-func NewTokens(pool *pgxpool.Pool) *Tokens { return &Tokens{pool: pool} }
+func NewTokens(pool *pgxpool.Pool) *Tokens {
+	return &Tokens{pool: pool, cache: map[[sha256.Size]byte]cachedPrincipal{}}
+}
 
 func hash(secret string) []byte {
 	h := sha256.Sum256([]byte(secret))
 	return h[:]
+}
+
+// Cached returns the principal of secret if it authenticated within
+// CacheTTL, without a database look-up.
+func (ts *Tokens) Cached(secret string) (Principal, bool) {
+	p, ok, _ := ts.cached(secret)
+	return p, ok
+}
+
+func (ts *Tokens) cached(secret string) (Principal, bool, uint64) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	c, ok := ts.cache[sha256.Sum256([]byte(secret))]
+	if !ok || !time.Now().Before(c.until) {
+		return Principal{}, false, ts.epoch
+	}
+	return c.p, true, ts.epoch
+}
+
+func (ts *Tokens) remember(secret string, p Principal, expires *time.Time, epoch uint64) {
+	until := time.Now().Add(CacheTTL)
+	if expires != nil && expires.Before(until) {
+		until = *expires
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if epoch != ts.epoch {
+		return
+	}
+	if len(ts.cache) >= maxCached {
+		now := time.Now()
+		for k, c := range ts.cache {
+			if !now.Before(c.until) {
+				delete(ts.cache, k)
+			}
+		}
+		if len(ts.cache) >= maxCached {
+			clear(ts.cache)
+		}
+	}
+	ts.cache[sha256.Sum256([]byte(secret))] = cachedPrincipal{p: p, until: until}
+}
+
+func (ts *Tokens) forget() {
+	ts.mu.Lock()
+	clear(ts.cache)
+	ts.epoch++
+	ts.mu.Unlock()
 }
 
 // Mint creates a token and returns its secret, which is not stored.
@@ -146,12 +217,15 @@ func (ts *Tokens) Authenticate(ctx context.Context, secret string) (Principal, e
 	if !strings.HasPrefix(secret, secretPrefix) || len(secret) > 128 {
 		return Principal{}, ErrUnauthenticated
 	}
-	var p Principal
+	p, ok, epoch := ts.cached(secret)
+	if ok {
+		return p, nil
+	}
 	var role string
-	var lastUsed *time.Time
-	err := ts.pool.QueryRow(ctx, `SELECT id, name, role, last_used_at FROM api_tokens
+	var lastUsed, expires *time.Time
+	err := ts.pool.QueryRow(ctx, `SELECT id, name, role, last_used_at, expires_at FROM api_tokens
 		WHERE hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
-		hash(secret)).Scan(&p.TokenID, &p.Name, &role, &lastUsed)
+		hash(secret)).Scan(&p.TokenID, &p.Name, &role, &lastUsed, &expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -165,6 +239,7 @@ func (ts *Tokens) Authenticate(ctx context.Context, secret string) (Principal, e
 		}
 	}
 	p.Role = Role(role)
+	ts.remember(secret, p, expires, epoch)
 	return p, nil
 }
 
@@ -223,6 +298,7 @@ func (ts *Tokens) Revoke(ctx context.Context, id int64) error {
 		_, err = tx.Exec(ctx, `UPDATE api_tokens SET revoked_at = now() WHERE id = $1`, id)
 		return err
 	})
+	ts.forget()
 	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLastAdmin) {
 		return fmt.Errorf("auth: revoke: %w", err)
 	}
@@ -306,6 +382,7 @@ func validName(name string) bool {
 // discard deletes a token whose secret nobody has seen.
 func (ts *Tokens) discard(ctx context.Context, secret string) {
 	_, _ = ts.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM api_tokens WHERE hash = $1`, hash(secret))
+	ts.forget()
 }
 
 // WriteSecret writes a token's secret to path, mode 0600, atomically

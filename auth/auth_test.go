@@ -240,3 +240,24 @@ func TestMintRecovery(t *testing.T) {
 		}
 	}
 }
+
+// A token remembered as good is refused once it expires, not CacheTTL later.
+func TestCachedTokenExpires(t *testing.T) {
+	ts := auth.NewTokens(storetest.New(t).Pool())
+	ctx := context.Background()
+	secret, tok, err := ts.Mint(ctx, "brief", auth.RoleViewer, "test", 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(tok.ExpiresAt.Add(-300 * time.Millisecond)))
+	if _, err := ts.Authenticate(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ts.Cached(secret); !ok {
+		t.Fatal("a token that just authenticated is not remembered")
+	}
+	time.Sleep(time.Until(tok.ExpiresAt.Add(50 * time.Millisecond)))
+	if _, err := ts.Authenticate(ctx, secret); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("50 ms after it expired: %v, want ErrUnauthenticated", err)
+	}
+}

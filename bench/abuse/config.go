@@ -49,7 +49,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		FabricdBin: "bin/fabricd", WorkDir: os.TempDir(), Topology: "examples/topology.yaml", Seed: 12,
-		LargeRequests: 10000, PathBytes: 500_000, Conns: 16, AuditLimit: 1000, MaxDBGrowth: 256 << 20, MaxRSS: 2 << 30,
+		LargeRequests: 10000, PathBytes: 500_000, Conns: 128, AuditLimit: 1000, MaxDBGrowth: 256 << 20, MaxRSS: 2 << 30,
 		MethodRequests: 3000,
 		Quiet:          10 * time.Second, Flood: 30 * time.Second, LegitClients: 2, LegitPause: 5 * time.Millisecond,
 		FloodClients: 64, Sources: 16,

@@ -107,7 +107,7 @@ func (r *Result) rows() []Row {
 		if f.Quiet.P99 > 0 {
 			ratio = float64(f.Flood.P99) / float64(f.Quiet.P99)
 		}
-		add(fmt.Sprintf("legitimate GET /api/v1/planes p99: quiet (%v) → during a %v flood of %d clients with random bearer tokens", c.Quiet, c.Flood, c.FloodClients),
+		add(fmt.Sprintf("legitimate GET /api/v1/planes p99: quiet (%v, after 3 s unmeasured) → during a %v flood of %d clients with random bearer tokens", c.Quiet, c.Flood, c.FloodClients),
 			fmt.Sprintf("%v → %v (×%.2f)", f.Quiet.P99, f.Flood.P99, ratio), "≤ ×2", verdict(f.Quiet.P99 > 0 && ratio <= targetFloodRatio))
 		add(fmt.Sprintf("legitimate throughput (%d clients, %v pause): quiet → flood", c.LegitClients, c.LegitPause),
 			fmt.Sprintf("%.0f → %.0f req/s (flood: %.0f req/s)", f.Quiet.ReqPerSec, f.Flood.ReqPerSec, f.FloodPerSec), "", None)
