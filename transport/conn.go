@@ -39,7 +39,6 @@ type Conn struct {
 	peerIP      netip.Addr
 	established chan struct{}
 	doneCh      chan struct{}
-	wake        chan struct{}
 
 	mu       sync.Mutex
 	state    connState
@@ -48,12 +47,12 @@ type Conn struct {
 	needWake bool
 	// ackOpened: an ACK of the current poll batch acknowledged data; the
 	// poll loop sends what the windows allow at the end of the batch
-	// (run to completion) instead of waking the sender goroutine.
+	// (run to completion) instead of waking the sender.
 	ackOpened bool
-	// sleepUntil is when the sender goroutine next wakes by itself; the
+	// sleepUntil is when the sender next runs by itself; the
 	// poll loop wakes it sooner only when a deadline moved before it.
 	sleepUntil time.Time
-	// txMu orders data flushes between the sender goroutine and the poll
+	// txMu orders data flushes between the sender (sched.go) and the poll
 	// loops: taken while mu is held, so batches leave in the order fill
 	// built them (per-path sequence numbers stay in order on the wire).
 	txMu sync.Mutex
@@ -103,7 +102,7 @@ type Conn struct {
 	nak        bool
 	ackNow     bool      // an ACK is due at the end of the batch
 	ackPending bool      // an ACK is deferred until ackDue
-	ackDue     time.Time // when a deferred ACK goes out (sender goroutine)
+	ackDue     time.Time // when a deferred ACK goes out (sender)
 	inMsgs     map[uint32]*recvMsg
 	recvDone   msgWindow // messages delivered
 	ready      [][]byte
@@ -112,6 +111,7 @@ type Conn struct {
 	consumed   protocol.ByteCount
 	advertised protocol.ByteCount
 
+	sched    schedState           // its place in its worker (sched.go)
 	peer     atomic.Pointer[peer] // the remote endpoint, shared by its connections
 	stats    connCounters
 	protoErr error        // a protocol violation by the peer ends the connection
@@ -125,6 +125,7 @@ type path struct {
 	idx     int // index in Conn.active, -1 when not in the path set
 	port    *ioengine.Port
 	sent    *ackhandler.SentPath
+	shared  *sharedPath // rtt, window and pacer, shared with the peer's other connections
 	rtt     *congestion.RTTStats
 	pacer   *congestion.Pacer
 	retx    uint64
@@ -179,7 +180,7 @@ type connCounters struct {
 	flowBlocked                             uint64
 	planeRxBytes, planeRxPkts               []uint64
 	// ackSends: poll batches whose ACKs let data out (sent by the poll
-	// loop); wakes: times the sender goroutine was woken.
+	// loop); wakes: times the sender was woken.
 	ackSends, wakes uint64
 }
 
@@ -224,7 +225,6 @@ func newConn(t *Transport, mode Mode, accepted bool) *Conn {
 		t: t, cfg: &t.cfg, mode: mode, accepted: accepted,
 		established: make(chan struct{}),
 		doneCh:      make(chan struct{}),
-		wake:        make(chan struct{}, 1),
 		recvCh:      make(chan struct{}, 1),
 		peerAddrs:   make([]netip.AddrPort, len(t.planes)),
 		initAcked:   make([]bool, len(t.planes)),
@@ -316,10 +316,7 @@ func (c *Conn) logEstablished() {
 		"datagram_size", agreed, "local_max_datagram", local, "peer_max_datagram", remote)
 }
 
-func (c *Conn) start() {
-	c.wg.Add(1)
-	go c.sendLoop()
-}
+func (c *Conn) start() { c.t.schedule(c) }
 
 // ID returns the local connection id.
 func (c *Conn) ID() uint32 { return uint32(c.id) }
@@ -351,13 +348,6 @@ func (c *Conn) err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.failErr
-}
-
-func (c *Conn) wakeSender() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 }
 
 func (c *Conn) signalRecv() {
@@ -422,19 +412,58 @@ func (c *Conn) applyPathSet(ps PathSet) {
 }
 
 func (c *Conn) newPath(id protocol.PathID, plane, entropy int) *path {
-	rtt := congestion.NewRTTStats()
-	rtt.MinRTO = c.cfg.MinRTO
-	ccfg := congestion.DefaultDelayAIMDConfig(c.dgram)
-	ccfg.TargetQueueDelay = c.cfg.TargetQueueDelay
-	cc := congestion.NewDelayAIMD(ccfg, rtt)
-	sent := ackhandler.NewSentPath(id, rtt, cc)
+	sh := c.sharedPath(id)
+	sent := ackhandler.NewSentPath(id, sh.rtt, sh.cc)
+	sent.Shared = sh.cc
 	sent.ReorderThreshold = protocol.PacketNumber(c.cfg.ReorderThreshold)
 	return &path{
 		id: id, plane: plane, entropy: entropy, idx: -1,
-		port:  c.t.entropyPort(plane, entropy),
-		sent:  sent,
-		rtt:   rtt,
-		pacer: congestion.NewPacer(16 * c.dgram),
+		port:   c.t.entropyPort(plane, entropy),
+		sent:   sent,
+		shared: sh,
+		rtt:    sh.rtt,
+		pacer:  sh.pacer,
+	}
+}
+
+// sharedPath returns the congestion state of path id: the peer's, shared
+// with its other connections, or the connection's own while it does not
+// know its peer.
+func (c *Conn) sharedPath(id protocol.PathID) *sharedPath {
+	mk := func() *sharedPath {
+		rtt := congestion.NewRTTStats()
+		rtt.MinRTO = c.cfg.MinRTO
+		ccfg := congestion.DefaultDelayAIMDConfig(c.dgram)
+		ccfg.TargetQueueDelay = c.cfg.TargetQueueDelay
+		return &sharedPath{rtt: rtt, cc: congestion.NewShared(ccfg, rtt), pacer: congestion.NewPacer(16 * c.dgram)}
+	}
+	if p := c.peer.Load(); p != nil {
+		return p.root().sharedPath(sharedKey{id: id, dgram: c.dgram}, mk)
+	}
+	return mk()
+}
+
+// bindPaths moves the paths that sent nothing yet to the peer's shared
+// state, once the connection knows its peer; c.mu held (or c not yet
+// shared).
+func (c *Conn) bindPaths() {
+	p := c.peer.Load()
+	if p == nil {
+		return
+	}
+	for id, old := range c.paths {
+		if old.sent.NextPacketNumber() != 0 {
+			continue
+		}
+		np := c.newPath(id, old.plane, old.entropy)
+		if np.shared == old.shared {
+			continue
+		}
+		np.idx = old.idx
+		c.paths[id] = np
+		if old.idx >= 0 {
+			c.active[old.idx] = np
+		}
 	}
 }
 
@@ -629,6 +658,9 @@ func (c *Conn) fail(err error) {
 	}
 	c.state = stateDone
 	c.failErr = err
+	for _, p := range c.paths {
+		p.sent.Release() // out of the window it shares
+	}
 	for id, m := range c.sendMsgs {
 		m.comp.err = err
 		close(m.comp.done)

@@ -373,3 +373,83 @@ func TestTransportStatsCountRetransmitsPerPlane(t *testing.T) {
 		t.Fatalf("after close transport retransmits %d, want %d", got, conn)
 	}
 }
+
+// Connections to one peer share each path's window: whatever their number,
+// what they have in flight on a path together stays within the one window,
+// and a connection that joins late starts at the established window, not
+// with an initial window of its own.
+func TestConnectionsShareEachPathsWindow(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(2)})
+	b := listenT(t, Config{Local: loopbackAddrs(2)})
+	const conns = 64
+	var xs []*Conn
+	for range conns {
+		x, y := pair(t, ctx, a, b, b.LocalAddrs())
+		xs = append(xs, x)
+		go func() {
+			for {
+				if _, err := y.Recv(ctx); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	msg := make([]byte, 256<<10)
+	sendCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, x := range xs {
+		wg.Go(func() {
+			for sendCtx.Err() == nil {
+				if err := x.Send(sendCtx, msg); err != nil && sendCtx.Err() == nil {
+					t.Errorf("send: %v", err)
+					return
+				}
+			}
+		})
+	}
+	t.Cleanup(func() { stop(); wg.Wait() }) // before the transports close
+	type key struct{ plane, entropy int }
+	worst, samples := 0.0, 0
+	dgram := xs[0].Stats().DatagramSize
+	// The window moves while the connections are read one after the
+	// other, and a cut leaves what is in flight above it for a while: the
+	// bound is the largest window seen, plus a packet for each sender that
+	// may pass the window check at the same moment.
+	window := map[key]ByteCount{}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		sum := map[key]ByteCount{}
+		for _, x := range xs {
+			for _, p := range x.Stats().Paths {
+				k := key{p.Plane, p.Entropy}
+				sum[k] += p.BytesInFlight
+				window[k] = max(window[k], p.CongestionWindow)
+				if p.SharedBytesInFlight > window[k]+4*dgram {
+					t.Fatalf("path %v: %d bytes in flight for a window of at most %d", k, p.SharedBytesInFlight, window[k])
+				}
+			}
+		}
+		for k, s := range sum {
+			if s > 0 {
+				samples++
+				worst = max(worst, float64(s)/float64(window[k]+4*dgram))
+			}
+		}
+	}
+	if samples == 0 {
+		t.Fatal("nothing was ever in flight")
+	}
+	t.Logf("%d connections: in flight on a path, summed over them, at most %.2f of its window (plus 4 datagrams)", conns, worst)
+	if worst > 1.5 { // one window, read over 64 connections while it moves
+		t.Errorf("%d connections had %.1f windows in flight on one path; want one", conns, worst)
+	}
+	// A latecomer starts at the path's window.
+	before := xs[0].Stats().Paths[0]
+	late, _ := pair(t, ctx, a, b, b.LocalAddrs())
+	for _, p := range late.Stats().Paths {
+		if p.Plane == before.Plane && p.Entropy == before.Entropy && p.CongestionWindow != before.CongestionWindow &&
+			p.CongestionWindow == 32*dgram {
+			t.Errorf("a new connection started with its own initial window %d, not the path's %d", p.CongestionWindow, before.CongestionWindow)
+		}
+	}
+}

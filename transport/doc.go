@@ -26,9 +26,11 @@
 // failure). Never go-back-N. Mode gbn is a RoCEv2-like baseline in the same engine: one
 // path, in-order receive, NAK and go-back-N.
 //
-// Congestion: each path has its own delay-aware AIMD window (ECN marks and
+// Congestion: each path has a delay-aware AIMD window (ECN marks and
 // queueing delay are congestion; isolated losses are resent, not punished)
-// and its own pacer. The delay it reacts to is the fabric's: sockets report
+// and a pacer, shared by every connection to the same peer that uses the
+// path, so what is in flight is bounded by what the paths carry however
+// many connections there are. The delay it reacts to is the fabric's: sockets report
 // each datagram's kernel receive time, the receiver says in every ACK how
 // long it held the newest packet, and the sender removes that and the time
 // the ACK waited for its own poll loop from the RTT sample, so scheduling
@@ -56,8 +58,9 @@
 // otherwise blocks); sends of equal-size datagrams to one address go out as
 // one UDP GSO send where the kernel allows it. A poll loop that processes
 // ACKs sends the data they let out itself, at the end of its batch (run to
-// completion); the connection's sender goroutine handles new messages and
-// timers and is woken only when something is due before its own timer. Receivers acknowledge every
+// completion); new messages and timers are handled by the transport's
+// scheduler (one goroutine per CPU, whatever the number of connections),
+// which runs a connection only when woken or when its next deadline is due. Receivers acknowledge every
 // 8 packets, on request, or within 500 µs (about 1 ms with Go's timers). Messages returned by Recv may be
 // handed back with Recycle to avoid an allocation per message. Stats and
 // Transport.Stats report per-connection, per-path and per-plane counters

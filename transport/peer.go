@@ -2,8 +2,12 @@ package transport
 
 import (
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/congestion"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
 )
 
 // Liveness is per peer, not per connection: a peer heard on any of its
@@ -28,7 +32,7 @@ type peerAddr struct {
 }
 
 // peer is a remote endpoint. heard is read and written without locks by
-// the poll loops and sender goroutines; the rest is guarded by
+// the poll loops and the scheduler; the rest is guarded by
 // Transport.mu.
 type peer struct {
 	// heard is when anything last arrived from the peer, on any of its
@@ -43,6 +47,44 @@ type peer struct {
 
 	refs  int        // connections (Transport.mu)
 	addrs []peerAddr // keys of Transport.peers that name it (Transport.mu)
+
+	// paths is the congestion state of each path to the peer, shared by
+	// its connections (see sharedPath).
+	pathsMu sync.Mutex
+	paths   map[sharedKey]*sharedPath
+}
+
+// sharedPath is one path's congestion state, shared by the connections to
+// a peer that use the path: its window over all of their bytes in flight,
+// its RTT estimate and its pacer. A connection's paths made before it knew
+// its peer have their own until they are bound (Conn.bindPaths). Peers
+// merged later keep the state their connections had.
+type sharedPath struct {
+	rtt   *congestion.RTTStats
+	cc    *congestion.Shared
+	pacer *congestion.Pacer
+}
+
+// sharedKey names a shared path: the path and the datagram size its window
+// counts in.
+type sharedKey struct {
+	id    protocol.PathID
+	dgram protocol.ByteCount
+}
+
+// sharedPath returns the peer's state for k, made with mk the first time.
+func (p *peer) sharedPath(k sharedKey, mk func() *sharedPath) *sharedPath {
+	p.pathsMu.Lock()
+	defer p.pathsMu.Unlock()
+	sp := p.paths[k]
+	if sp == nil {
+		if p.paths == nil {
+			p.paths = map[sharedKey]*sharedPath{}
+		}
+		sp = mk()
+		p.paths[k] = sp
+	}
+	return sp
 }
 
 // heardGranularity bounds how often the shared time is written: every

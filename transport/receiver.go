@@ -11,7 +11,7 @@ import (
 // ACK pacing: the receiver acknowledges at the end of a receive batch when
 // a path has ackEvery packets unacknowledged, a packet asked for it
 // (FlagAckNow), or a go-back-N NAK is due; otherwise the ACK waits up to
-// maxAckDelay (sent by the connection's sender goroutine). UET's default
+// maxAckDelay (sent by the connection's sender). UET's default
 // is one ACK per 16 KiB; ackEvery = 8 is 11.5 KB at 1472-byte datagrams.
 const (
 	ackEvery    = 8

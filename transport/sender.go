@@ -2,7 +2,6 @@ package transport
 
 import (
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/multiplane/multiplane/transport/internal/ackhandler"
@@ -19,67 +18,39 @@ const (
 	pacingBurst   = 1500 * time.Microsecond
 )
 
-// sendLoop is the connection's sender: it builds packets under the lock,
-// writes them in per-socket batches without it, and sleeps until an ACK,
-// a new message, a pacing slot or a timer.
-func (c *Conn) sendLoop() {
-	defer c.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	woken := false // counted under the lock the loop takes anyway
-	for {
-		c.mu.Lock()
-		if woken {
-			c.stats.wakes++
-			woken = false
-		}
-		if c.state == stateDone {
-			c.mu.Unlock()
-			return
-		}
-		now := c.cfg.clock.Now()
-		c.onTimers(now)
-		if c.state == stateDone {
-			c.mu.Unlock()
-			return
-		}
-		n := 0
-		if c.state != stateHandshake {
-			n = c.fill(now)
-		}
-		next := c.nextDeadline(now)
-		c.sleepUntil = next
-		out := c.out
-		c.out = nil
-		if n > 0 {
-			c.lastSend = now
-		}
-		c.flushData(out)
-		if n > 0 {
-			continue
-		}
-		d := time.Duration(1<<62 - 1)
-		if !next.IsZero() {
-			d = next.Sub(now)
-		}
-		if d <= 0 {
-			continue
-		}
-		if d < spinThreshold && (c.cfg.PollMode == PollBusy || (c.cfg.PollMode == PollAdaptive && ioengine.TrySpin())) {
-			runtime.Gosched()
-			if c.cfg.PollMode == PollAdaptive {
-				ioengine.DoneSpin()
-			}
-			continue
-		}
-		timer.Reset(d)
-		select {
-		case <-c.wake:
-			woken = true
-		case <-timer.C:
-		case <-c.doneCh:
-		}
+// sendWork is one turn of the connection's sender, run by its worker
+// (sched.go): it handles the timers that are due, builds packets under the
+// lock and writes them in per-socket batches without it. It reports whether
+// it filled a round (more may go at once), when it is next due (zero:
+// only when woken) and whether the connection ended.
+func (c *Conn) sendWork(woken bool) (more bool, next time.Time, done bool) {
+	c.mu.Lock()
+	if woken {
+		c.stats.wakes++
 	}
+	if c.state == stateDone {
+		c.mu.Unlock()
+		return false, time.Time{}, true
+	}
+	now := c.cfg.clock.Now()
+	c.onTimers(now)
+	if c.state == stateDone {
+		c.mu.Unlock()
+		return false, time.Time{}, true
+	}
+	n := 0
+	if c.state != stateHandshake {
+		n = c.fill(now)
+	}
+	next = c.nextDeadline(now)
+	c.sleepUntil = next
+	out := c.out
+	c.out = nil
+	if n > 0 {
+		c.lastSend = now
+	}
+	c.flushData(out)
+	return n > 0, next, false
 }
 
 // hooks adapts a Conn to the interfaces of its internal packages
@@ -116,8 +87,8 @@ func (c *Conn) eligible(i int) bool {
 			rate = share
 		}
 	}
-	p.pacer.Burst = max(4*c.dgram, rate.BytesIn(pacingBurst))
-	return p.pacer.Budget(c.now, rate) >= c.dgram || p.sent.BytesInFlight() == 0
+	p.pacer.SetBurst(max(4*c.dgram, rate.BytesIn(pacingBurst)))
+	return p.pacer.Budget(c.now, rate) >= c.dgram || p.shared.cc.InFlight() == 0
 }
 
 func (c *Conn) sendRate() protocol.Rate {
@@ -144,7 +115,7 @@ func (c *Conn) fill(now time.Time) int {
 	c.now = now
 	rate := c.sendRate()
 	if rate > 0 {
-		c.connPacer.Burst = max(8*c.dgram, rate.BytesIn(pacingBurst))
+		c.connPacer.SetBurst(max(8*c.dgram, rate.BytesIn(pacingBurst)))
 	}
 	n := 0
 	for n < maxPerRound {

@@ -22,11 +22,15 @@ type PathStats struct {
 	// MinRTT and FabricRTT (the smallest sample of the last round) leave
 	// out the time datagrams waited in either endpoint, from kernel
 	// receive timestamps: they are what congestion control reacts to.
-	SmoothedRTT      time.Duration
-	MinRTT           time.Duration
-	FabricRTT        time.Duration
-	CongestionWindow ByteCount
-	BytesInFlight    ByteCount
+	SmoothedRTT time.Duration
+	MinRTT      time.Duration
+	FabricRTT   time.Duration
+	// CongestionWindow is the path's window, shared by every connection
+	// to the peer that uses the path; SharedBytesInFlight is what all of
+	// them have in flight on it, BytesInFlight this connection's part.
+	CongestionWindow    ByteCount
+	BytesInFlight       ByteCount
+	SharedBytesInFlight ByteCount
 }
 
 // PlaneConnStats aggregates a connection's paths on one plane.
@@ -98,13 +102,14 @@ func (c *Conn) Stats() ConnStats {
 	}
 	for _, p := range c.paths {
 		st := p.sent.Stats()
+		window, shared := p.shared.cc.Snapshot()
 		ps := PathStats{
 			Plane: p.plane, Entropy: p.entropy, Active: p.idx >= 0,
 			Retired:     p.idx >= 0 && c.sel.Retired(p.idx),
 			PacketsSent: st.PacketsSent, BytesSent: st.BytesSent, PacketsAcked: st.PacketsAcked,
 			PacketsLost: st.PacketsLost, Retransmits: p.retx, SpuriousLosses: st.SpuriousLosses,
 			Timeouts: st.Timeouts, SpuriousTimeouts: st.SpuriousTimeouts, Stalls: st.Stalls, ECNMarks: st.ECNMarks, SmoothedRTT: st.SmoothedRTT, MinRTT: st.MinRTT, FabricRTT: st.FabricRTT,
-			CongestionWindow: st.CongestionWindow, BytesInFlight: st.BytesInFly,
+			CongestionWindow: window, BytesInFlight: st.BytesInFly, SharedBytesInFlight: shared,
 		}
 		s.Paths = append(s.Paths, ps)
 		s.PacketsSent += st.PacketsSent

@@ -33,6 +33,7 @@ type Transport struct {
 
 	acceptQ chan *Conn
 	bufs    bufferPool
+	workers []*worker // run the connections' send work (sched.go)
 	// senders caches the number of connections that sent data in the last
 	// activeWindow, recounted at most every activeRecount.
 	senders   atomic.Int64
@@ -97,6 +98,7 @@ func Listen(cfg Config) (*Transport, error) {
 		}
 		t.planes = append(t.planes, &plane{idx: i, port: port, entropy: []*ioengine.Port{port}})
 	}
+	t.startWorkers()
 	for _, pl := range t.planes {
 		t.wg.Add(1)
 		go t.pollLoop(pl)
@@ -389,6 +391,7 @@ func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, fro
 		if int(h.Plane) < len(c.peerAddrs) && int(h.Plane) == pl.idx {
 			if c.peerAddrs[h.Plane] != from || c.peer.Load() == nil {
 				t.joinPeer(c, now, peerAddr{plane: pl.idx, addr: from})
+				c.bindPaths()
 			}
 			c.peerAddrs[h.Plane] = from
 			c.heard(now)
@@ -443,6 +446,7 @@ func (t *Transport) Dial(ctx context.Context, peer []netip.AddrPort) (*Conn, err
 	now := t.cfg.clock.Now()
 	t.joinPeer(c, now, dialAddrs(peer)...)
 	c.mu.Lock()
+	c.bindPaths()
 	c.lastRecv = now
 	c.mu.Unlock()
 	c.start()

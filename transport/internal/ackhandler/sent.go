@@ -71,6 +71,9 @@ type SentPath struct {
 	ID  protocol.PathID
 	RTT *congestion.RTTStats
 	CC  congestion.SendAlgorithm
+	// Shared, if set, is told of every change of the bytes in flight: the
+	// path's congestion state is shared with other connections' paths.
+	Shared interface{ AddInFlight(protocol.ByteCount) }
 	// ReorderThreshold is how many later packets must be acknowledged
 	// before a missing one is declared lost (1: any gap is loss).
 	ReorderThreshold protocol.PacketNumber
@@ -92,9 +95,14 @@ type SentPath struct {
 	stats            PathStats
 }
 
+// initialRing is how many packets a path's ring holds before it grows (a
+// power of two): small, so an idle connection costs little; it doubles as
+// the path's window fills it.
+const initialRing = 16
+
 // NewSentPath returns a tracker for a path.
 func NewSentPath(id protocol.PathID, rtt *congestion.RTTStats, cc congestion.SendAlgorithm) *SentPath {
-	return &SentPath{ID: id, RTT: rtt, CC: cc, ReorderThreshold: 3, ring: make([]sentPacket, 256)}
+	return &SentPath{ID: id, RTT: rtt, CC: cc, ReorderThreshold: 3, ring: make([]sentPacket, initialRing)}
 }
 
 func (p *SentPath) at(pn protocol.PacketNumber) *sentPacket {
@@ -105,6 +113,22 @@ func before(a, b protocol.PacketNumber) bool { return int32(a-b) < 0 }
 
 // BytesInFlight returns the bytes sent and not yet acknowledged or lost.
 func (p *SentPath) BytesInFlight() protocol.ByteCount { return p.inFlight }
+
+func (p *SentPath) addInFlight(d protocol.ByteCount) {
+	p.inFlight += d
+	if p.Shared != nil {
+		p.Shared.AddInFlight(d)
+	}
+}
+
+// Release takes the path's bytes in flight out of the shared total: the
+// connection ended, and what it had in flight will never be acknowledged.
+func (p *SentPath) Release() {
+	if p.Shared != nil && p.inFlight != 0 {
+		p.Shared.AddInFlight(-p.inFlight)
+	}
+	p.inFlight = 0
+}
 
 // CanSend reports whether the window allows another packet.
 func (p *SentPath) CanSend() bool { return p.CC.CanSend(p.inFlight) }
@@ -130,7 +154,7 @@ func (p *SentPath) OnSent(now time.Time, ref Ref, size protocol.ByteCount) proto
 		p.lastProgress = now
 	}
 	p.CC.OnPacketSent(now, p.inFlight, size)
-	p.inFlight += size
+	p.addInFlight(size)
 	p.stats.PacketsSent++
 	p.stats.BytesSent += uint64(size)
 	return pn
@@ -168,7 +192,7 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, endpointDelay time.Du
 		e := p.at(pn)
 		switch e.state {
 		case stateInFlight:
-			p.inFlight -= e.size
+			p.addInFlight(-e.size)
 			acked += e.size
 			p.stats.PacketsAcked++
 			p.stats.BytesAcked += uint64(e.size)
@@ -311,7 +335,7 @@ func (p *SentPath) OnLossTimer(now time.Time, h Handler) int {
 func (p *SentPath) markLost(now time.Time, e *sentPacket, h Handler) {
 	prior := p.inFlight
 	e.state = stateLost
-	p.inFlight -= e.size
+	p.addInFlight(-e.size)
 	p.stats.PacketsLost++
 	p.CC.OnPacketLost(now, e.size, prior)
 	h.OnLost(e.ref, e.size)
@@ -387,7 +411,7 @@ func (p *SentPath) AbandonAll(h Handler) {
 	for pn := p.base; pn != p.next; pn++ {
 		if e := p.at(pn); e.state == stateInFlight {
 			e.state = stateLost
-			p.inFlight -= e.size
+			p.addInFlight(-e.size)
 			h.OnLost(e.ref, e.size)
 		}
 	}
@@ -418,7 +442,7 @@ func (p *SentPath) Rewind(now time.Time, buf []Ref) []Ref {
 		if e.state == stateInFlight || e.state == stateLost {
 			buf = append(buf, e.ref)
 			if e.state == stateInFlight {
-				p.inFlight -= e.size
+				p.addInFlight(-e.size)
 			}
 			p.stats.PacketsLost++
 		}
@@ -445,7 +469,7 @@ func (p *SentPath) OnCumulativeAck(now time.Time, cum protocol.PacketNumber, end
 	for ; before(p.base, cum); p.base++ {
 		e := p.at(p.base)
 		if e.state == stateInFlight {
-			p.inFlight -= e.size
+			p.addInFlight(-e.size)
 		}
 		if e.state == stateAcked || e.state == 0 {
 			continue

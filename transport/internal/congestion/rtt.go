@@ -1,6 +1,9 @@
 package congestion
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // RTT limits.
 const (
@@ -17,7 +20,9 @@ const (
 // acknowledgement takes to be processed. Min, Latest and RoundMin use the
 // fabric's share (sample less endpoint delay): they are the congestion
 // signal, which on a busy host would otherwise mostly measure scheduling.
+// It is safe for concurrent use: connections to one peer share it.
 type RTTStats struct {
+	mu                sync.Mutex
 	smoothed, meanDev time.Duration
 	// min, latest: fabric delay (endpoint delay removed).
 	min, latest time.Duration
@@ -45,6 +50,12 @@ func NewRTTStats() *RTTStats {
 // UpdateMax records a delay that counts only for the RTO floor (for
 // example the age of a packet acknowledged after it was declared lost).
 func (r *RTTStats) UpdateMax(now time.Time, sample time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.updateMax(now, sample)
+}
+
+func (r *RTTStats) updateMax(now time.Time, sample time.Duration) {
 	if el := now.Sub(r.maxStart); el >= maxWindow {
 		r.maxPrev = r.maxCur
 		if el >= 2*maxWindow {
@@ -64,6 +75,8 @@ func (r *RTTStats) Update(now time.Time, sample, endpointDelay time.Duration) {
 	if sample <= 0 {
 		return
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	fabric := sample
 	if endpointDelay > 0 && endpointDelay < sample {
 		fabric = sample - endpointDelay
@@ -71,7 +84,7 @@ func (r *RTTStats) Update(now time.Time, sample, endpointDelay time.Duration) {
 	if r.min == 0 || fabric < r.min {
 		r.min = fabric
 	}
-	r.UpdateMax(now, sample)
+	r.updateMax(now, sample)
 	r.latest = fabric
 	if !r.hasSample {
 		r.hasSample = true
@@ -97,16 +110,34 @@ func (r *RTTStats) Update(now time.Time, sample, endpointDelay time.Duration) {
 }
 
 // HasSample reports whether any sample arrived.
-func (r *RTTStats) HasSample() bool { return r.hasSample }
+func (r *RTTStats) HasSample() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hasSample
+}
 
 // Min returns the smallest fabric sample seen.
-func (r *RTTStats) Min() time.Duration { return r.min }
+func (r *RTTStats) Min() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.min
+}
 
 // Latest returns the last fabric sample.
-func (r *RTTStats) Latest() time.Duration { return r.latest }
+func (r *RTTStats) Latest() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.latest
+}
 
 // Smoothed returns the smoothed RTT, or DefaultInitialRTT before any sample.
 func (r *RTTStats) Smoothed() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.smoothedRTT()
+}
+
+func (r *RTTStats) smoothedRTT() time.Duration {
 	if !r.hasSample {
 		return DefaultInitialRTT
 	}
@@ -116,6 +147,8 @@ func (r *RTTStats) Smoothed() time.Duration {
 // RoundMin returns the smallest fabric sample of the last complete round
 // (or of the current one if it is already smaller).
 func (r *RTTStats) RoundMin() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.roundMin < r.lastRoundMin {
 		return r.roundMin
 	}
@@ -123,12 +156,18 @@ func (r *RTTStats) RoundMin() time.Duration {
 }
 
 // MeanDeviation returns the RTT variation.
-func (r *RTTStats) MeanDeviation() time.Duration { return r.meanDev }
+func (r *RTTStats) MeanDeviation() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.meanDev
+}
 
 // RTO returns the retransmission timeout: smoothed + 4 × deviation, within
 // [MinRTO, MaxRTO].
 func (r *RTTStats) RTO() time.Duration {
-	rto := r.Smoothed() + 4*r.meanDev
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rto := r.smoothedRTT() + 4*r.meanDev
 	if !r.hasSample {
 		rto = 2 * DefaultInitialRTT
 	}

@@ -1,0 +1,179 @@
+package transport
+
+import (
+	"container/heap"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/ioengine"
+)
+
+// The connections' send work (timers, new messages, what pacing lets out)
+// runs on a few scheduler goroutines per transport, one per CPU, not on a
+// goroutine and a timer per connection: a connection is either woken (in
+// its worker's run queue, served in turn, up to maxPerRound packets each),
+// waiting for its next deadline (in the worker's heap of deadlines), or
+// idle. So the goroutines and timers of a transport are constant in the
+// number of its connections, and connections with data take turns.
+
+// worker runs the send work of the connections assigned to it.
+type worker struct {
+	mu      sync.Mutex
+	ready   []*Conn   // woken, in turn
+	waiting deadlines // by next deadline
+	kick    chan struct{}
+}
+
+// schedState is a connection's place in its worker, guarded by worker.mu
+// (but w, set once when it is scheduled).
+type schedState struct {
+	w      atomic.Pointer[worker]
+	queued bool      // in w.ready
+	at     time.Time // deadline in w.waiting (when index >= 0)
+	index  int       // in w.waiting, -1 when not there
+	woken  bool      // woken since it last ran (counted as a wake)
+	ended  bool      // the connection ended: never run again
+}
+
+func (t *Transport) startWorkers() {
+	n := max(1, runtime.GOMAXPROCS(0))
+	t.workers = make([]*worker, n)
+	for i := range t.workers {
+		w := &worker{kick: make(chan struct{}, 1)}
+		t.workers[i] = w
+		t.wg.Add(1)
+		go t.runWorker(w)
+	}
+}
+
+// schedule gives c to a worker and runs it once.
+func (t *Transport) schedule(c *Conn) {
+	c.wg.Add(1) // done when the worker sees the connection ended
+	w := t.workers[int(c.id)%len(t.workers)]
+	w.mu.Lock()
+	c.sched.index = -1
+	w.mu.Unlock()
+	c.sched.w.Store(w)
+	c.wakeSender()
+}
+
+// wakeSender has the connection's send work run soon.
+func (c *Conn) wakeSender() {
+	w := c.sched.w.Load()
+	if w == nil { // not scheduled yet: it runs when it is
+		return
+	}
+	w.mu.Lock()
+	c.sched.woken = true
+	if !c.sched.queued && !c.sched.ended {
+		c.sched.queued = true
+		w.ready = append(w.ready, c)
+	}
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (t *Transport) runWorker(w *worker) {
+	defer t.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := t.cfg.clock.Now()
+		w.mu.Lock()
+		for len(w.waiting) > 0 && !w.waiting[0].sched.at.After(now) {
+			c := heap.Pop(&w.waiting).(*Conn)
+			if !c.sched.queued && !c.sched.ended {
+				c.sched.queued = true
+				w.ready = append(w.ready, c)
+			}
+		}
+		if len(w.ready) > 0 {
+			c := w.ready[0]
+			w.ready[0] = nil
+			w.ready = w.ready[1:]
+			c.sched.queued = false
+			if c.sched.ended { // woken while its last turn ended it
+				w.mu.Unlock()
+				continue
+			}
+			woken := c.sched.woken
+			c.sched.woken = false
+			w.mu.Unlock()
+			more, next, done := c.sendWork(woken)
+			w.mu.Lock()
+			switch {
+			case done:
+				if c.sched.index >= 0 {
+					heap.Remove(&w.waiting, c.sched.index)
+				}
+				c.sched.ended = true
+				w.mu.Unlock()
+				c.wg.Done()
+				continue
+			case more:
+				if !c.sched.queued {
+					c.sched.queued = true
+					w.ready = append(w.ready, c)
+				}
+			case !next.IsZero():
+				c.sched.at = next
+				if c.sched.index >= 0 {
+					heap.Fix(&w.waiting, c.sched.index)
+				} else {
+					heap.Push(&w.waiting, c)
+				}
+			case c.sched.index >= 0:
+				heap.Remove(&w.waiting, c.sched.index)
+			}
+			w.mu.Unlock()
+			continue
+		}
+		d := time.Duration(1<<62 - 1)
+		if len(w.waiting) > 0 {
+			d = w.waiting[0].sched.at.Sub(now)
+		}
+		w.mu.Unlock()
+		if d < spinThreshold && (t.cfg.PollMode == PollBusy || (t.cfg.PollMode == PollAdaptive && ioengine.TrySpin())) {
+			runtime.Gosched()
+			if t.cfg.PollMode == PollAdaptive {
+				ioengine.DoneSpin()
+			}
+			continue
+		}
+		timer.Reset(d)
+		select {
+		case <-w.kick:
+		case <-timer.C:
+		case <-t.ctx.Done():
+			return
+		}
+	}
+}
+
+// deadlines is a min-heap of connections by their next deadline.
+type deadlines []*Conn
+
+func (h deadlines) Len() int           { return len(h) }
+func (h deadlines) Less(i, j int) bool { return h[i].sched.at.Before(h[j].sched.at) }
+func (h deadlines) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].sched.index, h[j].sched.index = i, j
+}
+func (h *deadlines) Push(x any) {
+	c := x.(*Conn)
+	c.sched.index = len(*h)
+	*h = append(*h, c)
+}
+func (h *deadlines) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	c.sched.index = -1
+	return c
+}
