@@ -11,6 +11,7 @@ import (
 
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/transport/internal/protocol"
 	"github.com/multiplane/multiplane/transport/internal/wire"
 )
@@ -452,4 +453,57 @@ func TestConnectionsShareEachPathsWindow(t *testing.T) {
 			t.Errorf("a new connection started with its own initial window %d, not the path's %d", p.CongestionWindow, before.CongestionWindow)
 		}
 	}
+}
+
+// The receiver's budget is split max-min fair across sender hosts first,
+// then across each host's connections: a host with four connections gets
+// no more than a host with one.
+func TestRateGrantIsFairAcrossHostsFirst(t *testing.T) {
+	ctx := testenv.Context(t)
+	const budget = 40e6 // bytes/s
+	rx := listenT(t, Config{Local: loopbackAddrs(2), IngressBudget: budget})
+	many := listenT(t, Config{Local: loopbackAddrs(2)})
+	one := listenT(t, Config{Local: loopbackAddrs(2)})
+	var senders []*Conn
+	for range 4 {
+		x, _ := pair(t, ctx, many, rx, rx.LocalAddrs())
+		senders = append(senders, x)
+	}
+	x, _ := pair(t, ctx, one, rx, rx.LocalAddrs())
+	senders = append(senders, x)
+	sendCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	go func() { // drain the receiver
+		for {
+			c, err := rx.Accept(sendCtx)
+			if err != nil {
+				return
+			}
+			go func() {
+				for {
+					if _, err := c.Recv(sendCtx); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	msg := make([]byte, 64<<10)
+	for _, c := range senders {
+		wg.Go(func() {
+			for sendCtx.Err() == nil {
+				c.Send(sendCtx, msg)
+			}
+		})
+	}
+	want := []Rate{budget / 8, budget / 8, budget / 8, budget / 8, budget / 2}
+	testutil.WaitFor(t, 10*time.Second, "grants of 1/8 to each of four connections of one host and 1/2 to the other host's one", func() bool {
+		for i, c := range senders {
+			if g := c.Stats().RateGrant; g < want[i]*9/10 || g > want[i]*11/10 {
+				return false
+			}
+		}
+		return true
+	})
 }

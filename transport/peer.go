@@ -48,6 +48,10 @@ type peer struct {
 	refs  int        // connections (Transport.mu)
 	addrs []peerAddr // keys of Transport.peers that name it (Transport.mu)
 
+	// activeConns is how many of its connections sent data recently (see
+	// Transport.activeSenders): they divide the peer's rate grant.
+	activeConns atomic.Int64
+
 	// paths is the congestion state of each path to the peer, shared by
 	// its connections (see sharedPath).
 	pathsMu sync.Mutex

@@ -150,14 +150,21 @@ func (c *Conn) maxData() protocol.ByteCount {
 	return md
 }
 
-// rateGrant is this sender's share of the ingress budget: an equal share
-// among the connections that sent data recently.
+// rateGrant is this sender's share of the ingress budget, max-min fair
+// among the senders with data: an equal share for each peer that sent data
+// recently, divided equally among its connections that did. So a host
+// with 500 connections gets no more than one with a single connection.
 func (c *Conn) rateGrant() protocol.Rate {
 	b := protocol.Rate(c.t.ingressBudget.Load())
 	if b == 0 {
 		return 0
 	}
-	return b / protocol.Rate(c.t.activeSenders(c.cfg.clock.Now()))
+	peers, conns := c.t.activeSenders(c.cfg.clock.Now())
+	p := c.peer.Load()
+	if p == nil {
+		return b / protocol.Rate(conns)
+	}
+	return b / protocol.Rate(peers) / protocol.Rate(max(1, p.root().activeConns.Load()))
 }
 
 // afterBatch sends the connection's ACK for what arrived in the batch and,

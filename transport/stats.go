@@ -71,7 +71,10 @@ type ConnStats struct {
 	// DatagramSize is the largest datagram the connection sends: the
 	// smaller of the two ends' Config.MaxDatagramSize, agreed in the
 	// handshake.
-	DatagramSize      ByteCount
+	DatagramSize ByteCount
+	// RateGrant is the rate the peer's receiver last granted this
+	// connection (0: none).
+	RateGrant         Rate
 	PathSetGeneration uint64
 	Planes            []PlaneConnStats
 	Paths             []PathStats
@@ -91,6 +94,7 @@ func (c *Conn) Stats() ConnStats {
 		DuplicatePackets:  c.stats.dupPkts,
 		BytesQueued:       c.queued,
 		DatagramSize:      c.dgram,
+		RateGrant:         c.grant,
 		Planes:            make([]PlaneConnStats, len(c.peerAddrs)),
 		PathSetGeneration: c.generation,
 	}

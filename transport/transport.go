@@ -34,12 +34,15 @@ type Transport struct {
 	acceptQ chan *Conn
 	bufs    bufferPool
 	workers []*worker // run the connections' send work (sched.go)
-	// senders caches the number of connections that sent data in the last
-	// activeWindow, recounted at most every activeRecount.
-	senders   atomic.Int64
-	sendersAt atomic.Int64
-	garbage   atomic.Uint64
-	unknown   atomic.Uint64
+	// senders and sendingPeers cache the number of connections and of
+	// peers that sent data in the last activeWindow, recounted at most
+	// every activeRecount.
+	senders      atomic.Int64
+	sendingPeers atomic.Int64
+	sendersAt    atomic.Int64
+	recountMu    sync.Mutex
+	garbage      atomic.Uint64
+	unknown      atomic.Uint64
 
 	// closedRetx are the per-plane retransmits of closed connections, so
 	// Stats' counters never go back (guarded by mu).
@@ -339,25 +342,38 @@ const (
 	activeRecount = 10 * time.Millisecond
 )
 
-// activeSenders returns how many connections sent data recently (at
-// least 1), for sharing the ingress budget.
-func (t *Transport) activeSenders(now time.Time) int64 {
+// activeSenders returns how many peers, and how many connections, sent
+// data recently (at least 1 each), and sets each peer's activeConns;
+// recounted at most every activeRecount.
+func (t *Transport) activeSenders(now time.Time) (peers, conns int64) {
 	n := now.UnixNano()
 	if at := t.sendersAt.Load(); n-at < int64(activeRecount) && t.senders.Load() > 0 {
-		return t.senders.Load()
+		return t.sendingPeers.Load(), t.senders.Load()
 	}
-	var k int64
+	t.recountMu.Lock()
+	defer t.recountMu.Unlock()
+	if at := t.sendersAt.Load(); n-at < int64(activeRecount) && t.senders.Load() > 0 {
+		return t.sendingPeers.Load(), t.senders.Load()
+	}
+	counts := map[*peer]int64{}
 	t.mu.RLock()
 	for _, c := range t.conns {
 		if n-c.lastData.Load() < int64(activeWindow) {
-			k++
+			conns++
+			if p := c.peer.Load(); p != nil {
+				counts[p.root()]++
+			}
 		}
 	}
+	for _, p := range t.peers {
+		p.activeConns.Store(counts[p])
+	}
 	t.mu.RUnlock()
-	k = max(k, 1)
-	t.senders.Store(k)
+	peers, conns = max(int64(len(counts)), 1), max(conns, 1)
+	t.senders.Store(conns)
+	t.sendingPeers.Store(peers)
 	t.sendersAt.Store(n)
-	return k
+	return peers, conns
 }
 
 func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, from netip.AddrPort) {
