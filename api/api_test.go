@@ -295,6 +295,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"token bad role", "/api/v1/tokens", "application/json", []byte(`{"name":"x","role":"root"}`), 400, "invalid_field", "role", "unknown role"},
 		{"token wrong type", "/api/v1/tokens", "application/json", []byte(`{"name":7,"role":"viewer"}`), 400, "invalid_json", "name", "must be string"},
 		{"token oversized", "/api/v1/tokens", "application/json", huge, 413, "body_too_large", "", "larger than"},
+		// Errors quote the request only in part.
+		{"token long unknown field", "/api/v1/tokens", "application/json", []byte(`{"name":"x","role":"viewer","` + strings.Repeat("k", 100<<10) + `":1}`), 400, "invalid_json", strings.Repeat("k", 253) + "…", "unknown field"},
+		{"topology long anchor", "/api/v1/topology", "application/yaml", []byte("planes: *" + strings.Repeat("z", 100<<10) + "\n"), 400, "invalid_topology", "(document)", "unknown anchor"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -309,7 +312,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 			code, msg, field := r.apiError(t)
 			if code != tc.code || field != tc.field || !strings.Contains(msg, tc.message) {
-				t.Fatalf("error = (%q, %q, %q), want (%q, %q, ~%q)", code, field, msg, tc.code, tc.field, tc.message)
+				t.Fatalf("error = (%.300q, %.300q, %.300q), want (%q, %.300q, ~%q)", code, field, msg, tc.code, tc.field, tc.message)
+			}
+			if len(r.Body) > 8<<10 {
+				t.Errorf("a %d-byte request got a %d-byte error", len(tc.body), len(r.Body))
 			}
 			after := counts(t, f.pool)
 			for k, v := range before {

@@ -36,9 +36,17 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
+// Its field and message are bounded: they may quote the request.
 func badRequest(code, field, format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+	return &Error{Status: http.StatusBadRequest, Code: code, Field: planes.Shown(field, maxErrorField),
+		Message: planes.Shown(fmt.Sprintf(format, args...), maxErrorMessage)}
 }
+
+// Bounds of what an error response quotes of a request.
+const (
+	maxErrorField   = 256
+	maxErrorMessage = 1024
+)
 
 // ctxErrorCode is where fail leaves the error code for the audit log.
 const ctxErrorCode = "api.error_code"

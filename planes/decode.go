@@ -71,8 +71,12 @@ func syntaxMessage(err error) string {
 	if err.Error() == "EOF" {
 		return "empty document"
 	}
-	return "malformed document: " + err.Error()
+	// The parser quotes the document: bounded, so a long token cannot make
+	// an error too large to store or show.
+	return Shown("malformed document: "+err.Error(), maxSyntaxMessage)
 }
+
+const maxSyntaxMessage = 512
 
 // countNodes returns the number of nodes of a tree, each once: an alias
 // counts as one node, not as what it names.

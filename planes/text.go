@@ -3,6 +3,7 @@ package planes
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -63,4 +64,24 @@ func quote(s string) string {
 		return strconv.QuoteToASCII(s[:cut]) + "…"
 	}
 	return strconv.QuoteToASCII(s)
+}
+
+// Shown returns s made fit to store and show as one line: invalid UTF-8
+// and control characters replaced, cut to at most maxBytes bytes (with
+// "…"). For messages that echo what a client or a device sent.
+func Shown(s string, maxBytes int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	if len(s) <= maxBytes {
+		return s
+	}
+	cut := max(0, maxBytes-len("…"))
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

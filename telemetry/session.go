@@ -7,12 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	pb "github.com/openconfig/gnmi/proto/gnmi"
 	"github.com/prometheus/client_golang/prometheus"
@@ -185,24 +182,7 @@ func describe(kind string, err error, silence time.Duration) string {
 // maxReason bounds a reason: a switch chooses its error messages.
 const maxReason = 256
 
-// bounded returns reason as valid UTF-8 without control characters, cut to
-// maxReason bytes.
-func bounded(reason string) string {
-	reason = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(reason, "?"))
-	if len(reason) <= maxReason {
-		return reason
-	}
-	cut := maxReason - len("…")
-	for cut > 0 && !utf8.RuneStart(reason[cut]) {
-		cut--
-	}
-	return reason[:cut] + "…"
-}
+func bounded(reason string) string { return planes.Shown(reason, maxReason) }
 
 // stream runs one Subscribe RPC until it fails or ctx ends. It returns
 // whether the stream synced, and the error kind and error it ended with.
