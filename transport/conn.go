@@ -126,6 +126,8 @@ type path struct {
 	port    *ioengine.Port
 	sent    *ackhandler.SentPath
 	shared  *sharedPath // rtt, window and pacer, shared with the peer's other connections
+	conn    *Conn
+	queued  bool // waiting for a turn in the shared window (guarded by shared.mu)
 	rtt     *congestion.RTTStats
 	pacer   *congestion.Pacer
 	retx    uint64
@@ -279,6 +281,7 @@ func (c *Conn) resizePaths() {
 			continue
 		}
 		np := c.newPath(id, p.plane, p.entropy)
+		p.shared.leave(p, c.cfg.clock.Now())
 		np.idx = p.idx
 		c.paths[id] = np
 		if p.idx >= 0 {
@@ -405,6 +408,12 @@ func (c *Conn) applyPathSet(ps PathSet) {
 			break
 		}
 	}
+	now := c.cfg.clock.Now()
+	for _, p := range c.paths {
+		if p.idx < 0 { // dropped from the path set: no turns on it
+			p.shared.leave(p, now)
+		}
+	}
 	c.sel = pathsel.New(specs, c.sel)
 	c.sel.RetireAfter = c.cfg.RetireAfter
 	c.sel.ProbeInterval = c.cfg.ProbeInterval
@@ -421,6 +430,7 @@ func (c *Conn) newPath(id protocol.PathID, plane, entropy int) *path {
 		port:   c.t.entropyPort(plane, entropy),
 		sent:   sent,
 		shared: sh,
+		conn:   c,
 		rtt:    sh.rtt,
 		pacer:  sh.pacer,
 	}
@@ -459,6 +469,7 @@ func (c *Conn) bindPaths() {
 		if np.shared == old.shared {
 			continue
 		}
+		old.shared.leave(old, c.cfg.clock.Now())
 		np.idx = old.idx
 		c.paths[id] = np
 		if old.idx >= 0 {
@@ -658,8 +669,10 @@ func (c *Conn) fail(err error) {
 	}
 	c.state = stateDone
 	c.failErr = err
+	now := c.cfg.clock.Now()
 	for _, p := range c.paths {
 		p.sent.Release() // out of the window it shares
+		p.shared.leave(p, now)
 	}
 	for id, m := range c.sendMsgs {
 		m.comp.err = err

@@ -67,6 +67,12 @@ type sharedPath struct {
 	rtt   *congestion.RTTStats
 	cc    *congestion.Shared
 	pacer *congestion.Pacer
+
+	// Turns in the window (turns.go).
+	mu      sync.Mutex
+	waiting []*path // connections' paths waiting for a turn, head first
+	turn    protocol.ByteCount
+	turnAt  time.Time
 }
 
 // sharedKey names a shared path: the path and the datagram size its window

@@ -72,7 +72,7 @@ func (c *Conn) hooks() *hooks { return (*hooks)(c) }
 
 func (c *Conn) eligible(i int) bool {
 	p := c.active[i]
-	if !c.validPlane(p.plane) || !p.sent.CanSend() {
+	if !c.validPlane(p.plane) || !p.shared.admit(p, p.sent.CanSend(), c.now) {
 		return false
 	}
 	rate := p.sent.CC.PacingRate()
@@ -143,13 +143,16 @@ func (c *Conn) fill(now time.Time) int {
 			m := c.sendQ[0]
 			if c.sentNew+c.chunkLen(m, m.next) > c.peerMaxData || m.id-c.sendDone.below >= wire.MaxMessagesInFlight {
 				c.stats.flowBlocked++
+				c.passTurns(now)
 				return n
 			}
 			ref, src = makeRef(m.id, m.next), 3
 		default:
+			c.passTurns(now)
 			return n
 		}
 		if rate > 0 && c.connPacer.Budget(now, rate) < c.dgram {
+			c.passTurns(now)
 			return n
 		}
 		i := c.sel.Pick(now, c.hooks(), avoid)
@@ -196,6 +199,14 @@ func (c *Conn) fill(now time.Time) int {
 	return n
 }
 
+// passTurns gives up the connection's turns in the shared windows: it has
+// nothing it may send now (no data, flow control, its own rate); c.mu held.
+func (c *Conn) passTurns(now time.Time) {
+	for _, p := range c.active {
+		p.shared.pass(p, now)
+	}
+}
+
 func (c *Conn) chunkLen(m *sendMsg, chunk int) protocol.ByteCount {
 	off := protocol.ByteCount(chunk) * c.chunk
 	return min(c.chunk, protocol.ByteCount(len(m.data))-off)
@@ -222,6 +233,7 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 	end := off + c.chunkLen(m, chunk)
 	size := wire.DataOverhead + end - off
 	seq := p.sent.OnSent(now, makeRef(m.id, chunk), size)
+	p.shared.used(p, size, c.dgram, now)
 	d := wire.Data{
 		Entropy: uint8(p.entropy), DstConnID: c.peerID, Seq: seq,
 		MessageID: m.id, Chunk: uint32(chunk), TotalLength: uint32(len(m.data)),
@@ -317,6 +329,7 @@ func (c *Conn) onAck(now, at time.Time, a *wire.Ack) {
 		acked, lost := p.sent.OnAck(now, blk, waited+blk.AckDelay, c.hooks())
 		c.curAvoid = -1
 		if acked > 0 {
+			p.shared.offer() // room in the window: the next in turn
 			c.stallStreak = 0
 		}
 		if p.idx < 0 {
