@@ -233,7 +233,7 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 	end := off + c.chunkLen(m, chunk)
 	size := wire.DataOverhead + end - off
 	seq := p.sent.OnSent(now, makeRef(m.id, chunk), size)
-	p.shared.used(p, size, c.dgram, now)
+	p.sent.ArmLossTimer(now, p.shared.used(p, size, c.dgram, now))
 	d := wire.Data{
 		Entropy: uint8(p.entropy), DstConnID: c.peerID, Seq: seq,
 		MessageID: m.id, Chunk: uint32(chunk), TotalLength: uint32(len(m.data)),

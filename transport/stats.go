@@ -31,6 +31,9 @@ type PathStats struct {
 	CongestionWindow    ByteCount
 	BytesInFlight       ByteCount
 	SharedBytesInFlight ByteCount
+	// WaitingTurns is how many of those connections wait for a turn in
+	// the window (see turns.go).
+	WaitingTurns int
 }
 
 // PlaneConnStats aggregates a connection's paths on one plane.
@@ -113,7 +116,7 @@ func (c *Conn) Stats() ConnStats {
 			PacketsSent: st.PacketsSent, BytesSent: st.BytesSent, PacketsAcked: st.PacketsAcked,
 			PacketsLost: st.PacketsLost, Retransmits: p.retx, SpuriousLosses: st.SpuriousLosses,
 			Timeouts: st.Timeouts, SpuriousTimeouts: st.SpuriousTimeouts, Stalls: st.Stalls, ECNMarks: st.ECNMarks, SmoothedRTT: st.SmoothedRTT, MinRTT: st.MinRTT, FabricRTT: st.FabricRTT,
-			CongestionWindow: window, BytesInFlight: st.BytesInFly, SharedBytesInFlight: shared,
+			CongestionWindow: window, BytesInFlight: st.BytesInFly, SharedBytesInFlight: shared, WaitingTurns: p.shared.waitingTurns(),
 		}
 		s.Paths = append(s.Paths, ps)
 		s.PacketsSent += st.PacketsSent

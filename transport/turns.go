@@ -56,12 +56,14 @@ func (sp *sharedPath) admit(p *path, room bool, now time.Time) bool {
 	return false
 }
 
-// used counts n bytes p's connection sent on the path in its turn.
-func (sp *sharedPath) used(p *path, n, dgram protocol.ByteCount, now time.Time) {
+// used counts n bytes p's connection sent on the path in its turn, and
+// reports whether connections take turns on the path (it is contended).
+func (sp *sharedPath) used(p *path, n, dgram protocol.ByteCount, now time.Time) bool {
 	sp.mu.Lock()
 	if len(sp.waiting) == 0 || sp.waiting[0] != p {
+		contended := len(sp.waiting) > 0
 		sp.mu.Unlock()
-		return
+		return contended
 	}
 	sp.turn += n
 	var wake *Conn
@@ -72,6 +74,7 @@ func (sp *sharedPath) used(p *path, n, dgram protocol.ByteCount, now time.Time) 
 	if wake != nil {
 		wake.wakeSender()
 	}
+	return true
 }
 
 // pass ends p's turn early: its connection has nothing it may send.

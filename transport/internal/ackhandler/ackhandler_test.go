@@ -286,3 +286,39 @@ func TestReceivedNext(t *testing.T) {
 		}
 	}
 }
+
+// A packet whose own connection sent nothing after it is declared lost
+// once the shared path delivered a packet sent later (by another
+// connection) and the reordering window passed; while nothing sent after
+// it was delivered it is left to the retransmission timer.
+func TestLossSeenThroughSharedPath(t *testing.T) {
+	rtt := congestion.NewRTTStats()
+	shared := congestion.NewShared(congestion.DefaultDelayAIMDConfig(1000), rtt)
+	p := NewSentPath(1, rtt, shared)
+	p.Shared = shared
+	rec := newRecorder()
+	now := time.Unix(0, 0)
+	rtt.Update(now, time.Millisecond, 0)
+	p.OnSent(now, Ref(1), 1000)
+	p.OnSent(now, Ref(2), 1000)
+	p.ArmLossTimer(now, true) // other connections take turns on the path
+	armed := p.LossTime()
+	if armed.IsZero() {
+		t.Fatal("no loss timer armed on a contended send")
+	}
+	// Nothing delivered after them: not lost, looked at again later.
+	if n := p.OnLossTimer(armed, rec); n != 0 {
+		t.Fatalf("declared %d lost with nothing sent after them delivered", n)
+	}
+	if !p.LossTime().After(armed) {
+		t.Fatalf("loss timer %v not re-armed after %v", p.LossTime(), armed)
+	}
+	// Another connection's packet, sent 500 µs later, is delivered.
+	shared.OnDelivered(now.Add(500 * time.Microsecond))
+	if n := p.OnLossTimer(p.LossTime(), rec); n != 2 || rec.lost[1] != 1 || rec.lost[2] != 1 {
+		t.Fatalf("declared %d lost (%v), want both", n, rec.lost)
+	}
+	if p.BytesInFlight() != 0 || shared.InFlight() != 0 {
+		t.Fatalf("in flight %d (shared %d) after both were lost", p.BytesInFlight(), shared.InFlight())
+	}
+}

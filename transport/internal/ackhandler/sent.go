@@ -71,9 +71,10 @@ type SentPath struct {
 	ID  protocol.PathID
 	RTT *congestion.RTTStats
 	CC  congestion.SendAlgorithm
-	// Shared, if set, is told of every change of the bytes in flight: the
-	// path's congestion state is shared with other connections' paths.
-	Shared interface{ AddInFlight(protocol.ByteCount) }
+	// Shared, if set, is the path's state shared with other connections'
+	// paths: it is told of every change of the bytes in flight and of what
+	// was delivered (see SharedState).
+	Shared SharedState
 	// ReorderThreshold is how many later packets must be acknowledged
 	// before a missing one is declared lost (1: any gap is loss).
 	ReorderThreshold protocol.PacketNumber
@@ -92,7 +93,23 @@ type SentPath struct {
 	rtoPending       bool
 	lossTime         time.Time
 	lowInFlight      protocol.PacketNumber // time-based detection scans from here
+	contended        bool                  // see ArmLossTimer
 	stats            PathStats
+}
+
+// SharedState is what a path shares with the same path of other
+// connections to the same peer.
+type SharedState interface {
+	// AddInFlight adds to the bytes all of them have in flight.
+	AddInFlight(protocol.ByteCount)
+	// OnDelivered records that a packet sent at sent was acknowledged.
+	OnDelivered(sent time.Time)
+	// DeliveredSent returns the latest send time of a packet acknowledged
+	// on the path, by any of them. A packet sent well before that and
+	// still unacknowledged after the reordering window is lost, even when
+	// its own connection sent nothing after it (the path delivers in order:
+	// one queue per plane and entropy).
+	DeliveredSent() time.Time
 }
 
 // initialRing is how many packets a path's ring holds before it grows (a
@@ -188,11 +205,15 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, endpointDelay time.Du
 	var spurious protocol.ByteCount
 	var rttPN protocol.PacketNumber
 	rttOK := false
+	var newestSent time.Time
 	ack := func(pn protocol.PacketNumber) {
 		e := p.at(pn)
 		switch e.state {
 		case stateInFlight:
 			p.addInFlight(-e.size)
+			if e.sent.After(newestSent) {
+				newestSent = e.sent
+			}
 			acked += e.size
 			p.stats.PacketsAcked++
 			p.stats.BytesAcked += uint64(e.size)
@@ -231,6 +252,9 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, endpointDelay time.Du
 	if rttOK && rttPN == blk.Largest {
 		e := p.at(rttPN)
 		p.RTT.Update(now, now.Sub(e.sent), endpointDelay)
+	}
+	if p.Shared != nil && !newestSent.IsZero() {
+		p.Shared.OnDelivered(newestSent)
 	}
 	if !p.hasAcked || before(p.largestAcked, blk.Largest) {
 		p.largestAcked, p.hasAcked = blk.Largest, true
@@ -285,10 +309,10 @@ func (p *SentPath) lossDelay() time.Duration {
 // rest.
 func (p *SentPath) detectByTime(now time.Time, h Handler) int {
 	p.lossTime = time.Time{}
-	if !p.hasAcked {
-		return 0
-	}
 	delay := p.lossDelay()
+	if !p.hasAcked {
+		return p.detectByShared(now, delay, h)
+	}
 	n := 0
 	start := p.lowInFlight
 	if before(start, p.base) {
@@ -315,7 +339,67 @@ func (p *SentPath) detectByTime(now time.Time, h Handler) int {
 	// Below low nothing under the largest acknowledged is in flight any
 	// more, so the next scan starts there.
 	p.lowInFlight = low
+	return n + p.detectByShared(now, delay, h)
+}
+
+// detectByShared declares lost the packets at or after the largest
+// acknowledged one that were sent well before a packet the shared path
+// delivered and have waited lossDelay, and arms LossTime for the first
+// one left. A connection with a few packets in flight per turn seldom
+// sends after its lost packet, so without this every such loss waited for
+// the retransmission timeout. While the path is contended (ArmLossTimer)
+// a packet without that evidence yet is looked at again later.
+func (p *SentPath) detectByShared(now time.Time, delay time.Duration, h Handler) int {
+	if p.Shared == nil {
+		return 0
+	}
+	delivered := p.Shared.DeliveredSent()
+	slack := delay / 8 // batches of several connections leave in any order
+	start := p.largestAcked
+	if !p.hasAcked || before(start, p.base) {
+		start = p.base
+	}
+	n := 0
+	for pn := start; before(pn, p.next); pn++ {
+		e := p.at(pn)
+		if e.state != stateInFlight {
+			continue
+		}
+		if !delivered.After(e.sent.Add(slack)) { // nothing sent after it delivered (yet)
+			if p.contended {
+				t := e.sent.Add(delay)
+				if later := now.Add(delay); t.Before(later) {
+					t = later
+				}
+				p.arm(t)
+			}
+			break
+		}
+		if t := e.sent.Add(delay); now.Before(t) {
+			p.arm(t)
+			break
+		}
+		p.markLost(now, e, h)
+		n++
+	}
 	return n
+}
+
+// ArmLossTimer marks the path contended (other connections send on it
+// too, taking turns) and arms the loss timer for what was just sent, so a
+// loss that only other connections' deliveries reveal is found without an
+// acknowledgement of this connection's own to look at it.
+func (p *SentPath) ArmLossTimer(now time.Time, contended bool) {
+	p.contended = contended
+	if contended {
+		p.arm(now.Add(p.lossDelay()))
+	}
+}
+
+func (p *SentPath) arm(t time.Time) {
+	if p.lossTime.IsZero() || t.Before(p.lossTime) {
+		p.lossTime = t
+	}
 }
 
 // LossTime returns when OnLossTimer should run (zero: not armed).

@@ -23,7 +23,8 @@ type Shared struct {
 	rtt       *RTTStats
 	inFlight  protocol.ByteCount
 	lastAck   time.Time
-	collapsed bool // the last timeout collapsed the window
+	delivered time.Time // latest send time of a packet acknowledged
+	collapsed bool      // the last timeout collapsed the window
 }
 
 var _ SendAlgorithm = (*Shared)(nil)
@@ -39,6 +40,22 @@ func (s *Shared) AddInFlight(delta protocol.ByteCount) {
 	s.mu.Lock()
 	s.inFlight += delta
 	s.mu.Unlock()
+}
+
+// OnDelivered records that a member's packet sent at sent was acknowledged.
+func (s *Shared) OnDelivered(sent time.Time) {
+	s.mu.Lock()
+	if sent.After(s.delivered) {
+		s.delivered = sent
+	}
+	s.mu.Unlock()
+}
+
+// DeliveredSent returns the latest send time of a packet acknowledged.
+func (s *Shared) DeliveredSent() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.delivered
 }
 
 // InFlight returns the bytes all members have in flight.
