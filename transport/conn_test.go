@@ -375,17 +375,13 @@ func TestTransportStatsCountRetransmitsPerPlane(t *testing.T) {
 	}
 }
 
-// Connections to one peer share each path's window: whatever their number,
-// what they have in flight on a path together stays within the one window,
-// and a connection that joins late starts at the established window, not
-// with an initial window of its own.
-func TestConnectionsShareEachPathsWindow(t *testing.T) {
-	ctx := testenv.Context(t)
-	a := listenT(t, Config{Local: loopbackAddrs(2)})
-	b := listenT(t, Config{Local: loopbackAddrs(2)})
-	const conns = 64
+// busySenders dials n connections from a to b and keeps each sending
+// messages of size bytes, with b reading them, until the test ends (before
+// the transports close).
+func busySenders(t *testing.T, ctx context.Context, a, b *Transport, n, size int) []*Conn {
+	t.Helper()
 	var xs []*Conn
-	for range conns {
+	for range n {
 		x, y := pair(t, ctx, a, b, b.LocalAddrs())
 		xs = append(xs, x)
 		go func() {
@@ -396,7 +392,7 @@ func TestConnectionsShareEachPathsWindow(t *testing.T) {
 			}
 		}()
 	}
-	msg := make([]byte, 256<<10)
+	msg := make([]byte, size)
 	sendCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, x := range xs {
@@ -409,7 +405,20 @@ func TestConnectionsShareEachPathsWindow(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(func() { stop(); wg.Wait() }) // before the transports close
+	t.Cleanup(func() { stop(); wg.Wait() })
+	return xs
+}
+
+// Connections to one peer share each path's window: whatever their number,
+// what they have in flight on a path together stays within the one window,
+// and a connection that joins late starts at the established window, not
+// with an initial window of its own.
+func TestConnectionsShareEachPathsWindow(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(2)})
+	b := listenT(t, Config{Local: loopbackAddrs(2)})
+	const conns = 64
+	xs := busySenders(t, ctx, a, b, conns, 256<<10)
 	type key struct{ plane, entropy int }
 	worst, samples := 0.0, 0
 	dgram := xs[0].Stats().DatagramSize
@@ -512,29 +521,7 @@ func TestConnectionsShareTheWindowFairly(t *testing.T) {
 	a := listenT(t, Config{Local: loopbackAddrs(2)})
 	b := listenT(t, Config{Local: loopbackAddrs(2)})
 	const conns = 64
-	var xs []*Conn
-	for range conns {
-		x, y := pair(t, ctx, a, b, b.LocalAddrs())
-		xs = append(xs, x)
-		go func() {
-			for {
-				if _, err := y.Recv(ctx); err != nil {
-					return
-				}
-			}
-		}()
-	}
-	sendCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stop(); wg.Wait() })
-	msg := make([]byte, 16<<10)
-	for _, x := range xs {
-		wg.Go(func() {
-			for sendCtx.Err() == nil {
-				x.Send(sendCtx, msg)
-			}
-		})
-	}
+	xs := busySenders(t, ctx, a, b, conns, 16<<10)
 	time.Sleep(300 * time.Millisecond) // past the start
 	before := make([]uint64, conns)
 	for i, x := range xs {
