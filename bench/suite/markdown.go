@@ -3,6 +3,7 @@ package suite
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,7 +52,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	b.WriteString("---|---|\n")
 	for _, name := range c.Scenarios {
 		sc, _ := scenario(name)
-		for _, m := range c.Modes {
+		if sc.Latency {
+			continue
+		}
+		for _, m := range c.modesOf(sc) {
 			row := make([]*Figure, len(c.Losses))
 			any := false
 			for i, l := range c.Losses {
@@ -61,7 +65,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 			if !any {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %d × %s, MTU %d | %s |", name, sc.Planes, rateLabel(sc.RateBps), sc.MTU, m)
+			fmt.Fprintf(&b, "| %s | %s | %s |", name, fabricLabel(sc), m)
 			var rts, allRuns []string
 			for _, f := range row {
 				switch {
@@ -108,14 +112,14 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 				unavailable = append(unavailable, fmt.Sprintf("%s (every scenario): %s", f.Mode, f.Err))
 				continue
 			}
-			unavailable = append(unavailable, fmt.Sprintf("%s %s loss %s: %s", f.Scenario.Name, lossLabel(f.Loss), f.Mode, f.Err))
+			unavailable = append(unavailable, fmt.Sprintf("%s %s loss %s: %s", f.Scenario.Name, lossLabel(f.Loss), f.label(), f.Err))
 		}
 	}
 	var failed []string
 	for _, f := range rep.Figures {
 		if len(f.Runs) > 0 && f.Failed > 0 {
 			failed = append(failed, fmt.Sprintf("%s %s loss %s: %d run(s) failed, the median is of the other %d: %s",
-				f.Scenario.Name, lossLabel(f.Loss), f.Mode, f.Failed, len(f.Runs), f.Err))
+				f.Scenario.Name, lossLabel(f.Loss), f.label(), f.Failed, len(f.Runs), f.Err))
 		}
 	}
 	if len(failed) > 0 {
@@ -146,8 +150,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		}
 	}
 
+	writeScale(&b, rep)
+
 	fmt.Fprintf(&b, "\n## Set-up\n\n")
-	fmt.Fprintf(&b, "- Fabric: `fabricsim/netns`, 2 hosts (host 0 = client, host 1 = server), one switch namespace with a Linux bridge per plane, "+
+	fmt.Fprintf(&b, "- Fabric: `fabricsim/netns`, 2 hosts (host 0 = client, host 1 = server; I1: hosts 0-7 are clients, host 8 the server), one switch namespace with a Linux bridge per plane, "+
 		"veth links, TSO/GSO/GRO off, IPv6 off, host h on plane p = 10.77.p.(h+1)/24.\n")
 	fmt.Fprintf(&b, "- Rate: `tc qdisc tbf` on each switch port towards a host (burst = 1 ms of the rate, at least 4 MTU; limit = 5 ms of the rate, at least 64 KiB).\n")
 	fmt.Fprintf(&b, "- Loss: nftables in each switch namespace, `table bridge multiplane`, forward hook, `numgen random mod 1000000 < N drop`, both directions.\n")
@@ -164,8 +170,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	}
 	fmt.Fprintf(&b, "- multipath/gbn: package transport through `endpoint bench`, datagrams of MTU-28 bytes, up to 64 messages in flight per connection, poll mode %s.\n", poll)
 	fmt.Fprintf(&b, "- tcp: one TCP connection (CUBIC, kernel defaults) on plane 0, so its ceiling is one plane.\n")
-	fmt.Fprintf(&b, "- Message size %d bytes (40-byte bench header included), %d connection(s) (-q), modes %v, loss %v.\n",
-		c.Size, c.Conns, c.Modes, lossList(c.Losses))
+	fmt.Fprintf(&b, "- Message size %d bytes (40-byte bench header included; L1: %d), %d connection(s) (-q) where the scenario does not set it (C1: 4000; I1: 1 or 500 per sender), modes %v, loss %v.\n",
+		c.Size, latencySize, c.Conns, c.Modes, lossList(c.Losses))
+	fmt.Fprintf(&b, "- Wall: from starting the client(s) to the last client's exit (connection set-up, -D, the last messages and the result). "+
+		"Switch drops: the tbf shapers' drop counters (queue full) over every switch port, as a share of the packets the clients' interfaces sent.\n")
 	fmt.Fprintf(&b, "- Retransmits: for tcp/mptcp the client namespace's `Tcp RetransSegs` delta; for multipath/gbn the transport's own count.\n")
 
 	fmt.Fprintf(&b, "\n## Machine\n\n")
@@ -195,8 +203,13 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 }
 
 func find(fs []Figure, name string, loss float64, m bench.Mode) *Figure {
+	return findPoll(fs, name, loss, m, "")
+}
+
+// findPoll is find for a poll mode (L1).
+func findPoll(fs []Figure, name string, loss float64, m bench.Mode, poll string) *Figure {
 	for i := range fs {
-		if fs[i].Scenario.Name == name && fs[i].Loss == loss && fs[i].Mode == m {
+		if fs[i].Scenario.Name == name && fs[i].Loss == loss && fs[i].Mode == m && fs[i].Poll == poll {
 			return &fs[i]
 		}
 	}
@@ -227,4 +240,99 @@ func rateLabel(bps int64) string {
 		return fmt.Sprintf("%d Gbit/s", bps/1e9)
 	}
 	return fmt.Sprintf("%d Mbit/s", bps/1e6)
+}
+
+func fabricLabel(sc Scenario) string {
+	l := fmt.Sprintf("%d × %s, MTU %d", sc.Planes, rateLabel(sc.RateBps), sc.MTU)
+	if sc.Incast() {
+		l += fmt.Sprintf(", %d hosts into 1", sc.Senders)
+	}
+	if sc.Conns > 0 {
+		l += fmt.Sprintf(", -q %d", sc.Conns)
+	}
+	return l
+}
+
+// label is the figure's mode, with its poll mode if it has one.
+func (f *Figure) label() string {
+	if f.Poll != "" {
+		return string(f.Mode) + " (" + f.Poll + " polling)"
+	}
+	return string(f.Mode)
+}
+
+// writeScale writes the C1, I1 and L1 sections, for those that ran.
+func writeScale(b *strings.Builder, rep *Report) {
+	c := rep.Config
+	if sc, ok := scenario("C1"); ok && slices.Contains(c.Scenarios, "C1") {
+		fmt.Fprintf(b, "\n## C1: %d connections on R1\n\n", sc.Conns)
+		fmt.Fprintf(b, "| mode | loss | Mbit/s | vs R1 -q %d | vs its 0%% | Jain across connections | failed connections (worst run) | wall s (-D %v) |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
+			c.Conns, c.Duration)
+		for _, m := range c.modesOf(sc) {
+			for _, l := range c.lossesOf(sc) {
+				f := find(rep.Figures, "C1", l, m)
+				if f == nil || len(f.Runs) == 0 {
+					continue
+				}
+				vsQ1, vs0 := "–", "–"
+				if q1 := find(rep.Figures, "R1", l, m); q1 != nil && q1.Goodput > 0 {
+					vsQ1 = fmt.Sprintf("%.2f", f.Goodput/q1.Goodput)
+				}
+				if z := find(rep.Figures, "C1", 0, m); l != 0 && z != nil && z.Goodput > 0 {
+					vs0 = fmt.Sprintf("%.2f", f.Goodput/z.Goodput)
+				}
+				fmt.Fprintf(b, "| %s | %s | %.1f | %s | %s | %.4f | %d | %.1f |\n", m, lossLabel(l), f.Goodput/1e6, vsQ1, vs0, f.Jain, f.FailedConns, f.Wall)
+			}
+		}
+	}
+	var incast []Scenario
+	for _, name := range c.Scenarios {
+		if sc, _ := scenario(name); sc.Incast() {
+			incast = append(incast, sc)
+		}
+	}
+	if len(incast) > 0 {
+		fmt.Fprintf(b, "\n## I1: incast, %d hosts into one\n\n", incast[0].Senders)
+		fmt.Fprintf(b, "Aggregate = message bytes the server verified from every client over its time from the first message to the last result; capacity = the server's %s.\n\n",
+			rateLabel(int64(incast[0].LineRate())))
+		fmt.Fprintf(b, "| scenario | -q per sender | mode | aggregate Mbit/s | %% of capacity | Jain across senders | switch drops %% of sent | failed connections (worst run) | wall s |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, sc := range incast {
+			for _, m := range c.modesOf(sc) {
+				for _, l := range c.lossesOf(sc) {
+					f := find(rep.Figures, sc.Name, l, m)
+					if f == nil || len(f.Runs) == 0 {
+						continue
+					}
+					fmt.Fprintf(b, "| %s | %d | %s | %.1f | %.1f%% | %.4f | %.3f%% | %d | %.1f |\n", sc.Name, sc.Conns, m, f.Goodput/1e6,
+						100*f.Goodput/sc.LineRate(), f.Jain, 100*f.DropShare, f.FailedConns, f.Wall)
+				}
+			}
+		}
+	}
+	if sc, ok := scenario("L1"); ok && slices.Contains(c.Scenarios, "L1") {
+		fmt.Fprintf(b, "\n## L1: %d-byte round trip on R1\n\n", latencySize)
+		fmt.Fprintf(b, "One connection, one message in flight, each ping and pong verified; %v of round trips per run (perftest's columns, µs, medians over runs).\n\n![64-byte round trip](transport-latency.png)\n\n", c.Duration)
+		fmt.Fprintf(b, "| mode | poll | t_min | t_typical (p50) | t_avg | 99%% | 99.9%% | t_max | round trips per run |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, f := range latencyFigures(rep, sc) {
+			poll := f.Poll
+			if poll == "" {
+				poll = "kernel"
+			}
+			l := f.Latency
+			fmt.Fprintf(b, "| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %d |\n", f.Mode, poll, l.MinUs, l.TypicalUs, l.AvgUs, l.P99Us, l.P999Us, l.MaxUs, l.Iterations)
+		}
+	}
+}
+
+// latencyFigures is L1's measured figures in report order.
+func latencyFigures(rep *Report, sc Scenario) []*Figure {
+	var out []*Figure
+	for _, m := range rep.Config.modesOf(sc) {
+		for _, poll := range rep.Config.pollsOf(sc, m) {
+			if f := findPoll(rep.Figures, sc.Name, 0, m, poll); f != nil && f.Latency != nil {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }

@@ -5,11 +5,13 @@
 // the median of several runs, and writes docs/benchmarks/transport.md, a PNG
 // bar chart and the raw JSON lines.
 //
-// Scenarios (the transport issue's): R1 = 4 planes × 200 Mbit/s, MTU 1500;
+// Scenarios (the transport issues'): R1 = 4 planes × 200 Mbit/s, MTU 1500;
 // R2 = 4 × 1 Gbit/s, MTU 9000; R3 = 8 × 100 Mbit/s against 4 × 100 Mbit/s,
-// MTU 1500. Host 0 is the client, host 1 the server; the rate is shaped on
-// the switch port towards each host, and loss is dropped in the switches in
-// both directions.
+// MTU 1500; C1 = R1 with 4,000 connections; I1 = incast, 8 hosts into one
+// on R1's planes, 1 or 500 connections per sender; L1 = 64-byte round trips
+// on R1 per poll mode. The last host is the server, the others clients;
+// the rate is shaped on the switch port towards each host, and loss is
+// dropped in the switches in both directions.
 //
 // Kernel MPTCP gets one subflow per plane: limits "subflow 8
 // add_addr_accepted 8" on both hosts, and on the client one endpoint
@@ -19,10 +21,7 @@
 package suite
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +30,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -39,24 +37,55 @@ import (
 	"github.com/multiplane/multiplane/fabricsim/netns"
 )
 
-// Scenario is one fabric shape.
+// Scenario is one fabric shape and workload.
 type Scenario struct {
-	Name    string // R1, R2, R3-8, R3-4
+	Name    string // R1, R2, R3-8, R3-4, C1, I1-1, I1-500, L1
 	Planes  int
 	RateBps int64 // per plane
 	MTU     int
+	Senders int          // client hosts, each running one client into the last host (0 = 1)
+	Conns   int          // -q of each client (0 = Config.Conns)
+	Latency bool         // --lat: 64-byte ping-pong per poll mode instead of throughput
+	Losses  []float64    // loss rates run (nil = Config.Losses)
+	Modes   []bench.Mode // modes run, of those configured (nil = all)
 }
 
-// LineRate is the fabric's aggregate rate in bit/s.
+// LineRate is the server's aggregate ingress rate in bit/s.
 func (s Scenario) LineRate() float64 { return float64(s.Planes) * float64(s.RateBps) }
 
-// Scenarios are the issue's scenarios, in report order.
+// Hosts is the number of hosts of the scenario's fabric.
+func (s Scenario) Hosts() int { return max(1, s.Senders) + 1 }
+
+// Incast reports whether several clients send to one server.
+func (s Scenario) Incast() bool { return s.Senders > 1 }
+
+// atScale are the modes of the scale scenarios: gbn is a one-path baseline
+// and is left out there.
+var atScale = []bench.Mode{bench.ModeMultipath, bench.ModeMPTCP, bench.ModeTCP}
+
+// Scenarios are the issues' scenarios, in report order.
 var Scenarios = []Scenario{
-	{"R1", 4, 200e6, 1500},
-	{"R2", 4, 1e9, 9000},
-	{"R3-8", 8, 100e6, 1500},
-	{"R3-4", 4, 100e6, 1500},
+	{Name: "R1", Planes: 4, RateBps: 200e6, MTU: 1500},
+	{Name: "R2", Planes: 4, RateBps: 1e9, MTU: 9000},
+	{Name: "R3-8", Planes: 8, RateBps: 100e6, MTU: 1500},
+	{Name: "R3-4", Planes: 4, RateBps: 100e6, MTU: 1500},
+	{Name: "C1", Planes: 4, RateBps: 200e6, MTU: 1500, Conns: 4000, Modes: atScale},
+	{Name: "I1-1", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 1, Losses: []float64{0}, Modes: atScale},
+	{Name: "I1-500", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 500, Losses: []float64{0}, Modes: atScale},
+	{Name: "L1", Planes: 4, RateBps: 200e6, MTU: 1500, Latency: true, Losses: []float64{0}, Modes: atScale},
 }
+
+// ScenarioNames is every scenario's name, in report order.
+func ScenarioNames() []string {
+	var names []string
+	for _, s := range Scenarios {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// latencyPolls are the poll modes L1 runs multipath and gbn in.
+var latencyPolls = []string{"busy", "adaptive", "blocking"}
 
 // Config configures a suite run.
 type Config struct {
@@ -65,9 +94,9 @@ type Config struct {
 	Modes     []bench.Mode  // default all
 	Losses    []float64     // default 0 and 0.01
 	Runs      int           // per figure, the median is reported (default 3)
-	Duration  time.Duration // per run (default 10s)
-	Size      int           // message size (default 65536)
-	Conns     int           // -q (default 1)
+	Duration  time.Duration // per run (default 10s; L1: per size)
+	Size      int           // message size (default 65536; L1: 64)
+	Conns     int           // -q where the scenario does not fix it (default 1)
 	MPTCPPM   string        // "subflow" (default) or "signal"
 	Poll      string        // endpoint bench --poll for multipath/gbn ("" = transport default)
 	OutDir    string        // transport.md and transport.png go here (default docs/benchmarks)
@@ -85,23 +114,36 @@ type Run struct {
 	MTU      int           `json:"mtu"`
 	Loss     float64       `json:"loss"`
 	Mode     bench.Mode    `json:"mode"`
+	Poll     string        `json:"poll,omitempty"` // L1: the poll mode (multipath, gbn)
 	Index    int           `json:"run"`
-	Result   *bench.Result `json:"result,omitempty"`
+	Result   *bench.Result `json:"result,omitempty"` // the client's; incast: the server's (every client)
 	Error    string        `json:"error,omitempty"`
 	Time     time.Time     `json:"time"`
 	LoadAvg  string        `json:"loadavg"` // 1, 5, 15 min, when the run started
+	// WallSeconds is from starting the clients to the last one's exit.
+	WallSeconds float64 `json:"wall_seconds"`
+	// PacketsSent is what the clients' interfaces sent during the run,
+	// SwitchDrops what the switch ports' shapers dropped (queue full).
+	PacketsSent uint64 `json:"packets_sent"`
+	SwitchDrops uint64 `json:"switch_drops"`
 }
 
-// Figure is the median of a (scenario, loss, mode) cell.
+// Figure is the median of a (scenario, loss, mode, poll) cell.
 type Figure struct {
-	Scenario Scenario
-	Loss     float64
-	Mode     bench.Mode
-	Goodput  float64 // median bit/s; 0 with Err
-	Runs     []float64
-	Retrans  int64  // median retransmits (-1 unknown)
-	Failed   int    // runs that failed
-	Err      string // the last failure
+	Scenario    Scenario
+	Loss        float64
+	Mode        bench.Mode
+	Poll        string  // L1
+	Goodput     float64 // median bit/s; 0 with Err
+	Runs        []float64
+	Retrans     int64               // median retransmits (-1 unknown)
+	Jain        float64             // median Jain's index: across connections, incast across senders
+	FailedConns int                 // most failed connections of a run
+	Wall        float64             // median wall seconds
+	DropShare   float64             // median switch drops / packets sent
+	Latency     *bench.LatencyStats // L1: median of each column
+	Failed      int                 // runs that failed
+	Err         string              // the last failure
 }
 
 // Report is a whole suite's outcome.
@@ -121,9 +163,7 @@ func (c *Config) defaults() error {
 		return errors.New("suite: Endpoint (path of the endpoint binary) is required")
 	}
 	if len(c.Scenarios) == 0 {
-		for _, s := range Scenarios {
-			c.Scenarios = append(c.Scenarios, s.Name)
-		}
+		c.Scenarios = ScenarioNames()
 	}
 	if len(c.Modes) == 0 {
 		c.Modes = slices.Clone(bench.Modes)
@@ -157,13 +197,53 @@ func (c *Config) defaults() error {
 	}
 	for _, name := range c.Scenarios {
 		if _, ok := scenario(name); !ok {
-			return fmt.Errorf("suite: unknown scenario %q (R1, R2, R3-8, R3-4)", name)
+			return fmt.Errorf("suite: unknown scenario %q (%s)", name, strings.Join(ScenarioNames(), ", "))
 		}
 	}
 	if c.MPTCPPM != "subflow" && c.MPTCPPM != "signal" {
 		return fmt.Errorf("suite: MPTCP path manager set-up %q: want subflow or signal", c.MPTCPPM)
 	}
 	return nil
+}
+
+// lossesOf is the loss rates run in sc.
+func (c *Config) lossesOf(sc Scenario) []float64 {
+	if sc.Losses == nil {
+		return c.Losses
+	}
+	var out []float64
+	for _, l := range sc.Losses {
+		if slices.Contains(c.Losses, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// modesOf is the modes run in sc.
+func (c *Config) modesOf(sc Scenario) []bench.Mode {
+	if sc.Modes == nil {
+		return c.Modes
+	}
+	var out []bench.Mode
+	for _, m := range c.Modes {
+		if slices.Contains(sc.Modes, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// pollsOf is the poll modes mode runs in, in sc: L1 runs multipath and gbn
+// in each (or in Config.Poll), everything else once ("": Config.Poll).
+func (c *Config) pollsOf(sc Scenario, m bench.Mode) []string {
+	switch {
+	case !sc.Latency || (m != bench.ModeMultipath && m != bench.ModeGBN):
+		return []string{""}
+	case c.Poll != "":
+		return []string{c.Poll}
+	}
+	return latencyPolls
 }
 
 func scenario(name string) (Scenario, bool) {
@@ -219,182 +299,80 @@ scenarios:
 	return rep, runErr
 }
 
-func runScenario(ctx context.Context, cfg *Config, sc Scenario, raw io.Writer) ([]Run, error) {
-	planes := make([]netns.PlaneConfig, sc.Planes)
-	for i := range planes {
-		planes[i] = netns.PlaneConfig{RateBps: sc.RateBps}
-	}
-	f, err := netns.Start(ctx, netns.Config{Hosts: 2, Planes: planes, MTU: sc.MTU, Logger: cfg.Logger})
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if err := setupMPTCP(ctx, f, cfg.MPTCPPM); err != nil {
-		return nil, err
-	}
-	var runs []Run
-	for _, loss := range cfg.Losses {
-		for p := range sc.Planes {
-			if err := f.SetLoss(ctx, p, loss); err != nil {
-				return runs, err
-			}
-		}
-		for _, mode := range cfg.Modes {
-			for i := range cfg.Runs {
-				r := Run{Scenario: sc.Name, Planes: sc.Planes, RateBps: sc.RateBps, MTU: sc.MTU, Loss: loss, Mode: mode, Index: i, Time: time.Now().UTC(), LoadAvg: LoadAvg()}
-				res, err := runOnce(ctx, cfg, f, mode)
-				if ctx.Err() != nil {
-					return runs, ctx.Err()
-				}
-				if err != nil {
-					r.Error = err.Error()
-				} else {
-					r.Result = res
-				}
-				runs = append(runs, r)
-				line, _ := json.Marshal(r)
-				_, _ = raw.Write(append(line, '\n'))
-				if res != nil {
-					fmt.Fprintf(cfg.Progress, "%-5s loss %4.1f%% %-9s run %d: %8.1f Mbit/s (%5.1f%% of line rate)\n",
-						sc.Name, loss*100, mode, i+1, res.GoodputBps/1e6, 100*res.GoodputBps/sc.LineRate())
-				} else {
-					fmt.Fprintf(cfg.Progress, "%-5s loss %4.1f%% %-9s run %d: %v\n", sc.Name, loss*100, mode, i+1, err)
-				}
-				if errors.Is(err, ErrUnavailable) {
-					break // the other runs of this mode would say the same
-				}
-			}
-		}
-	}
-	return runs, nil
-}
-
-// setupMPTCP sets the path manager of both hosts for one subflow per plane.
-func setupMPTCP(ctx context.Context, f *netns.Fabric, pm string) error {
-	for h := range 2 {
-		if _, err := f.Exec(ctx, h, "ip", "mptcp", "limits", "set", "subflow", "8", "add_addr_accepted", "8"); err != nil {
-			return err
-		}
-	}
-	host, flag := 0, "subflow"
-	if pm == "signal" {
-		host, flag = 1, "signal"
-	}
-	for p := 1; p < f.Planes(); p++ {
-		if _, err := f.Exec(ctx, host, "ip", "mptcp", "endpoint", "add", f.Addr(host, p).String(), "dev", f.Iface(host, p), flag); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func addrs(f *netns.Fabric, h int) string {
-	var s []string
-	for p := range f.Planes() {
-		s = append(s, f.Addr(h, p).String())
-	}
-	return strings.Join(s, ",")
-}
-
-// runOnce runs one server and one client and returns the client's result.
-func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, mode bench.Mode) (*bench.Result, error) {
-	port := "18515"
-	common := []string{"--mode", string(mode), "--port", port, "--interval", "0", "--mtu", strconv.Itoa(f.MTU())}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration+90*time.Second)
-	defer cancel()
-	if cfg.Poll != "" {
-		common = append(common, "--poll", cfg.Poll)
-	}
-	srv := f.Command(ctx, 1, cfg.Endpoint, append([]string{"bench", "server", "--bind", addrs(f, 1), "--clients", "1",
-		"--timeout", (cfg.Duration + 60*time.Second).String()}, common...)...)
-	var serr bytes.Buffer
-	srv.Stdout, srv.Stderr = io.Discard, &serr
-	if err := srv.Start(); err != nil {
-		return nil, err
-	}
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Wait() }()
-	cli := f.Command(ctx, 0, cfg.Endpoint, append([]string{"bench", "client", "--bind", addrs(f, 0), "--peer", addrs(f, 1),
-		"-s", strconv.Itoa(cfg.Size), "-D", cfg.Duration.String(), "-q", strconv.Itoa(cfg.Conns), "--json"}, common...)...)
-	var cerr bytes.Buffer
-	cli.Stderr = &cerr
-	out, err := cli.Output()
-	if err != nil {
-		_ = srv.Process.Kill()
-		<-srvDone
-		msg := strings.TrimSpace(cerr.String())
-		if strings.Contains(msg, "not available yet") {
-			return nil, fmt.Errorf("%w: %s", ErrUnavailable, lastLine(msg))
-		}
-		return nil, fmt.Errorf("suite: client: %v: %s (server: %s)", err, lastLine(msg), lastLine(serr.String()))
-	}
-	select {
-	case err := <-srvDone:
-		if err != nil {
-			return nil, fmt.Errorf("suite: server: %v: %s", err, lastLine(serr.String()))
-		}
-	case <-time.After(30 * time.Second):
-		_ = srv.Process.Kill()
-		<-srvDone
-		return nil, errors.New("suite: server did not exit after the run")
-	}
-	var res bench.Result
-	if err := json.Unmarshal([]byte(lastLine(string(out))), &res); err != nil {
-		return nil, fmt.Errorf("suite: client output: %w", err)
-	}
-	return &res, nil
-}
-
-func lastLine(s string) string {
-	var last string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if t := strings.TrimSpace(sc.Text()); t != "" {
-			last = t
-		}
-	}
-	return last
-}
-
 func figures(cfg *Config, runs []Run) []Figure {
 	var out []Figure
 	for _, name := range cfg.Scenarios {
 		sc, _ := scenario(name)
-		for _, loss := range cfg.Losses {
-			for _, mode := range cfg.Modes {
-				fg := Figure{Scenario: sc, Loss: loss, Mode: mode, Retrans: -1}
-				var rt []float64
-				seen := false
-				for _, r := range runs {
-					if r.Scenario != name || r.Loss != loss || r.Mode != mode {
-						continue
-					}
-					seen = true
-					if r.Result == nil {
-						fg.Err = r.Error
-						fg.Failed++
-						continue
-					}
-					fg.Runs = append(fg.Runs, r.Result.GoodputBps)
-					if r.Result.Retransmits != nil {
-						rt = append(rt, float64(*r.Result.Retransmits))
+		for _, loss := range cfg.lossesOf(sc) {
+			for _, mode := range cfg.modesOf(sc) {
+				for _, poll := range cfg.pollsOf(sc, mode) {
+					if fg, ok := figure(sc, loss, mode, poll, runs); ok {
+						out = append(out, fg)
 					}
 				}
-				if !seen {
-					continue
-				}
-				if len(fg.Runs) > 0 {
-					fg.Goodput = median(fg.Runs)
-				}
-				if len(rt) > 0 {
-					fg.Retrans = int64(median(rt))
-				}
-				out = append(out, fg)
 			}
 		}
 	}
 	return out
+}
+
+// figure is the medians of the runs of one cell; false if it has none.
+func figure(sc Scenario, loss float64, mode bench.Mode, poll string, runs []Run) (Figure, bool) {
+	fg := Figure{Scenario: sc, Loss: loss, Mode: mode, Poll: poll, Retrans: -1}
+	var rt, jain, wall, drops []float64
+	var lat [][]float64
+	seen := false
+	for _, r := range runs {
+		if r.Scenario != sc.Name || r.Loss != loss || r.Mode != mode || r.Poll != poll {
+			continue
+		}
+		seen = true
+		if r.Result == nil {
+			fg.Err = r.Error
+			fg.Failed++
+			continue
+		}
+		res := r.Result
+		fg.Runs = append(fg.Runs, res.GoodputBps)
+		if res.Retransmits != nil {
+			rt = append(rt, float64(*res.Retransmits))
+		}
+		jain = append(jain, jainOf(sc, res))
+		wall = append(wall, r.WallSeconds)
+		if r.PacketsSent > 0 {
+			drops = append(drops, float64(r.SwitchDrops)/float64(r.PacketsSent))
+		}
+		fg.FailedConns = max(fg.FailedConns, res.FailedConnections)
+		if len(res.Latency) > 0 {
+			l := res.Latency[0]
+			lat = append(lat, []float64{l.MinUs, l.TypicalUs, l.P99Us, l.P999Us, l.MaxUs, l.AvgUs, float64(l.Iterations)})
+		}
+	}
+	if !seen {
+		return fg, false
+	}
+	if len(fg.Runs) > 0 {
+		fg.Goodput = median(fg.Runs)
+		fg.Jain, fg.Wall = median(jain), median(wall)
+	}
+	if len(rt) > 0 {
+		fg.Retrans = int64(median(rt))
+	}
+	if len(drops) > 0 {
+		fg.DropShare = median(drops)
+	}
+	if len(lat) > 0 {
+		col := func(i int) float64 {
+			var v []float64
+			for _, l := range lat {
+				v = append(v, l[i])
+			}
+			return median(v)
+		}
+		fg.Latency = &bench.LatencyStats{Bytes: latencySize, MinUs: col(0), TypicalUs: col(1), P99Us: col(2), P999Us: col(3), MaxUs: col(4),
+			AvgUs: col(5), Iterations: int(col(6))}
+	}
+	return fg, true
 }
 
 func median(v []float64) float64 {

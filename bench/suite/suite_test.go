@@ -19,17 +19,25 @@ func fakeReport() *Report {
 	_ = cfg.defaults()
 	var runs []Run
 	for _, s := range Scenarios {
-		for _, l := range cfg.Losses {
-			for _, m := range cfg.Modes {
-				for i := range 3 {
-					r := Run{Scenario: s.Name, Loss: l, Mode: m, Index: i}
-					if m == bench.ModeGBN {
-						r.Error = ErrUnavailable.Error() + ": not yet"
-					} else {
-						rt := int64(10 * i)
-						r.Result = &bench.Result{GoodputBps: s.LineRate() * (0.5 + 0.1*float64(i)), Retransmits: &rt}
+		for _, l := range cfg.lossesOf(s) {
+			for _, m := range cfg.modesOf(s) {
+				for _, poll := range cfg.pollsOf(s, m) {
+					for i := range 3 {
+						r := Run{Scenario: s.Name, Loss: l, Mode: m, Poll: poll, Index: i, WallSeconds: 9 + float64(i),
+							PacketsSent: 1000, SwitchDrops: uint64(i)}
+						if m == bench.ModeGBN {
+							r.Error = ErrUnavailable.Error() + ": not yet"
+						} else {
+							rt := int64(10 * i)
+							j := 0.9 + 0.01*float64(i)
+							r.Result = &bench.Result{GoodputBps: s.LineRate() * (0.5 + 0.1*float64(i)), Retransmits: &rt,
+								JainFairness: j, JainClients: &j, FailedConnections: i}
+							if s.Latency {
+								r.Result.Latency = []bench.LatencyStats{{Bytes: 64, Iterations: 1000, TypicalUs: 20 + float64(i), P99Us: 40, P999Us: 80 + float64(i)}}
+							}
+						}
+						runs = append(runs, r)
 					}
-					runs = append(runs, r)
 				}
 			}
 		}
@@ -48,7 +56,11 @@ func TestReportRendering(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| R1 | 4 × 200 Mbit/s, MTU 1500 | mptcp | 480.0 | 60.0% |", "## R3: plane scaling", "| mptcp | 0% | 480.0 | 240.0 | 2.00 |",
-		"gbn (every scenario)", "## Machine", "CPUs (nproc)"} {
+		"gbn (every scenario)", "## Machine", "CPUs (nproc)",
+		"| multipath | 1% | 480.0 | 1.00 | 1.00 | 0.9100 | 2 | 10.0 |",          // C1: medians, worst failed count
+		"| I1-500 | 500 | mptcp | 480.0 | 60.0% | 0.9100 | 0.100% | 2 | 10.0 |", // I1: drops 1 of 1000
+		"| multipath | busy | 0.0 | 21.0 | 0.0 | 40.0 | 81.0 |",                 // L1, per poll mode
+		"| tcp | kernel |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
@@ -59,6 +71,16 @@ func TestReportRendering(t *testing.T) {
 	}
 	if _, err := png.Decode(&img); err != nil {
 		t.Fatalf("chart is not a PNG: %v", err)
+	}
+	img.Reset()
+	if ok, err := WriteLatencyChart(&img, rep); err != nil || !ok {
+		t.Fatalf("latency chart: %v, %v", ok, err)
+	}
+	if _, err := png.Decode(&img); err != nil {
+		t.Fatalf("latency chart is not a PNG: %v", err)
+	}
+	if l := find(rep.Figures, "L1", 0, bench.ModeMultipath); l != nil {
+		t.Fatalf("L1 multipath has a figure without a poll mode: %+v", l)
 	}
 }
 

@@ -342,6 +342,37 @@ func (f *Fabric) Counters(ctx context.Context, h, p int) (LinkCounters, error) {
 	return LinkCounters{s.Rx.Bytes, s.Tx.Bytes, s.Rx.Packets, s.Tx.Packets, s.Rx.Dropped, s.Tx.Dropped}, nil
 }
 
+// ShaperCounters are the packets a switch port's shaper (tbf) sent and
+// dropped (queue full) since the fabric started.
+type ShaperCounters struct {
+	Packets uint64 `json:"packets"`
+	Drops   uint64 `json:"drops"`
+}
+
+// Shaper reads the shaper counters of plane p's switch port towards host h
+// (zero when the plane is unshaped).
+func (f *Fabric) Shaper(ctx context.Context, h, p int) (ShaperCounters, error) {
+	out, err := f.output(ctx, f.SwitchNS(p), "tc", "-s", "-j", "qdisc", "show", "dev", f.SwitchPort(h, p))
+	if err != nil {
+		return ShaperCounters{}, err
+	}
+	var qs []struct {
+		Kind    string `json:"kind"`
+		Root    bool   `json:"root"`
+		Packets uint64 `json:"packets"`
+		Drops   uint64 `json:"drops"`
+	}
+	if err := json.Unmarshal(out, &qs); err != nil {
+		return ShaperCounters{}, fmt.Errorf("netns: tc -j qdisc: %w", err)
+	}
+	for _, q := range qs {
+		if q.Root && q.Kind == "tbf" {
+			return ShaperCounters{Packets: q.Packets, Drops: q.Drops}, nil
+		}
+	}
+	return ShaperCounters{}, nil
+}
+
 // Command returns a command that runs name in host h's namespace.
 func (f *Fabric) Command(ctx context.Context, h int, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", f.HostNS(h), name}, args...)...)

@@ -202,6 +202,7 @@ func TestLossRuleDrops(t *testing.T) {
 func TestTBFLimitsThroughput(t *testing.T) {
 	const rate = 50e6
 	f := start(t, Config{Hosts: 2, Planes: []PlaneConfig{{RateBps: rate}}})
+	ctx := testenv.Context(t)
 	var ln net.Listener
 	if err := f.Do(1, func() (err error) {
 		ln, err = net.Listen("tcp4", netip.AddrPortFrom(f.Addr(1, 0), 0).String())
@@ -251,6 +252,20 @@ func TestTBFLimitsThroughput(t *testing.T) {
 	t.Logf("TCP through tbf %v bit/s: %.1f Mbit/s (%d bytes in %v)", rate, bps/1e6, r.n, r.dur)
 	if bps > rate*1.05 || bps < rate*0.75 {
 		t.Fatalf("goodput %.1f Mbit/s, want ≤ %.0f and near it", bps/1e6, rate/1e6)
+	}
+	// The shaper towards the receiver carried every segment; the one
+	// towards the sender only ACKs.
+	toRecv, err := f.Shaper(ctx, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toSend, err := f.Shaper(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("shaper towards the receiver %+v, towards the sender %+v", toRecv, toSend)
+	if min := uint64(r.n) / 1500; toRecv.Packets < min || toSend.Packets == 0 || toSend.Packets >= toRecv.Packets {
+		t.Fatalf("shaper counters %+v (receiver side) and %+v (sender side), want at least %d packets towards the receiver", toRecv, toSend, min)
 	}
 }
 

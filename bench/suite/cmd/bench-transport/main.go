@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -32,15 +33,16 @@ func run() int {
 	)
 	fs := flag.NewFlagSet("bench-transport", flag.ContinueOnError)
 	fs.StringVar(&cfg.Endpoint, "endpoint", "", "path of the endpoint binary (required)")
-	fs.StringVar(&scenarios, "scenarios", "R1,R2,R3-8,R3-4", "scenarios to run: R1 (4x200 Mbit/s, MTU 1500), R2 (4x1 Gbit/s, MTU 9000), R3-8 (8x100 Mbit/s), R3-4 (4x100 Mbit/s)")
+	fs.StringVar(&scenarios, "scenarios", strings.Join(suite.ScenarioNames(), ","), "scenarios to run: R1 (4x200 Mbit/s, MTU 1500), R2 (4x1 Gbit/s, MTU 9000), R3-8 (8x100 Mbit/s), R3-4 (4x100 Mbit/s), "+
+		"C1 (R1 with -q 4000), I1-1 and I1-500 (8 hosts into 1 on R1's planes, -q 1 or 500 each), L1 (64-byte round trips on R1 per poll mode)")
 	fs.StringVar(&modes, "modes", "multipath,gbn,mptcp,tcp", "modes to run (endpoint bench --mode)")
 	fs.StringVar(&losses, "losses", "0,0.01", "loss rates (0.01 = 1%)")
 	fs.IntVar(&cfg.Runs, "runs", 3, "runs per figure; the median is reported")
-	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "duration of each run")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "duration of each run (L1: of its round trips)")
 	fs.IntVar(&cfg.Size, "size", 65536, "message size in bytes (endpoint bench -s)")
-	fs.IntVar(&cfg.Conns, "q", 1, "connections per run (endpoint bench -q)")
+	fs.IntVar(&cfg.Conns, "q", 1, "connections per run (endpoint bench -q) where the scenario does not set it")
 	fs.StringVar(&cfg.MPTCPPM, "mptcp-pm", "subflow", "kernel MPTCP set-up: subflow (client endpoints per plane) or signal (server announces its planes)")
-	fs.StringVar(&cfg.Poll, "poll", "", "transport poll mode for multipath/gbn: adaptive, busy or blocking (default: the transport's)")
+	fs.StringVar(&cfg.Poll, "poll", "", "transport poll mode for multipath/gbn: adaptive, busy or blocking (default: the transport's; L1 runs each unless set)")
 	fs.StringVar(&cfg.OutDir, "out", filepath.Join("docs", "benchmarks"), "output directory for transport.md, transport.png and raw/")
 	verbose := fs.Bool("v", false, "log fabric set-up")
 	if err := cliconf.Parse(fs, os.Args[1:], "BENCH_TRANSPORT"); err != nil {
@@ -117,8 +119,20 @@ func write(rep *suite.Report) error {
 		pngf.Close()
 		return err
 	}
+	if err := pngf.Close(); err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stderr, "bench-transport: wrote %s and %s\n", md.Name(), pngf.Name())
-	return pngf.Close()
+	var lat bytes.Buffer
+	if ok, err := suite.WriteLatencyChart(&lat, rep); err != nil || !ok {
+		return err
+	}
+	name := filepath.Join(dir, "transport-latency.png")
+	if err := os.WriteFile(name, lat.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench-transport: wrote %s\n", name)
+	return nil
 }
 
 func split(s string) []string {
