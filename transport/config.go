@@ -57,7 +57,8 @@ type PollMode = ioengine.PollMode
 const (
 	// PollAdaptive spins briefly after traffic, then blocks (the default).
 	PollAdaptive = ioengine.PollAdaptive
-	// PollBusy never blocks: lowest latency, one core per plane.
+	// PollBusy never blocks: lowest latency, one core per transport (one
+	// goroutine polls every plane).
 	PollBusy = ioengine.PollBusy
 	// PollBlocking always blocks in the netpoller.
 	PollBlocking = ioengine.PollBlocking

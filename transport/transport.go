@@ -102,6 +102,11 @@ func Listen(cfg Config) (*Transport, error) {
 		t.planes = append(t.planes, &plane{idx: i, port: port, entropy: []*ioengine.Port{port}})
 	}
 	t.startWorkers()
+	if cfg.PollMode == PollBusy {
+		t.wg.Add(1)
+		go t.busyLoop()
+		return t, nil
+	}
 	for _, pl := range t.planes {
 		t.wg.Add(1)
 		go t.pollLoop(pl)
@@ -162,6 +167,19 @@ func (t *Transport) pollLoop(pl *plane) {
 	err := pl.port.Run(t.ctx, func(b *ioengine.Batch) { t.handleBatch(pl, b) })
 	if err != nil {
 		t.cfg.Logger.Error("poll loop stopped", "plane", pl.idx, "err", err)
+	}
+}
+
+// busyLoop polls every plane's socket from one spinning goroutine.
+func (t *Transport) busyLoop() {
+	defer t.wg.Done()
+	ports := make([]*ioengine.Port, len(t.planes))
+	for i, pl := range t.planes {
+		ports[i] = pl.port
+	}
+	err := ioengine.RunAll(t.ctx, ports, func(i int, b *ioengine.Batch) { t.handleBatch(t.planes[i], b) })
+	if err != nil {
+		t.cfg.Logger.Error("busy poll loop stopped", "err", err)
 	}
 }
 

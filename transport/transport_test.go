@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -151,6 +152,27 @@ func TestLoopbackTransfer(t *testing.T) {
 				t.Fatal("recv after peer close succeeded")
 			}
 		})
+	}
+}
+
+// TestBusyPollingOneGoroutine: in busy mode one goroutine polls all four
+// planes, and every plane carries the transfer.
+func TestBusyPollingOneGoroutine(t *testing.T) {
+	ctx := testenv.Context(t)
+	before := runtime.NumGoroutine()
+	a := listenT(t, Config{Local: loopbackAddrs(4), PollMode: PollBusy})
+	busy := runtime.NumGoroutine() - before
+	b := listenT(t, Config{Local: loopbackAddrs(4), PollMode: PollBlocking})
+	blocking := runtime.NumGoroutine() - before - busy
+	if blocking-busy != 3 {
+		t.Fatalf("goroutines per transport: busy %d, blocking %d; want 3 fewer poll loops when busy", busy, blocking)
+	}
+	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+	transfer(t, ctx, cb, ca, 100, 64<<10, 4)
+	for _, p := range ca.Stats().Planes {
+		if p.BytesReceived == 0 {
+			t.Errorf("busy side received nothing on plane %d", p.Plane)
+		}
 	}
 }
 

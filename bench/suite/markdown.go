@@ -311,7 +311,8 @@ func writeScale(b *strings.Builder, rep *Report) {
 	}
 	if sc, ok := scenario("L1"); ok && slices.Contains(c.Scenarios, "L1") {
 		fmt.Fprintf(b, "\n## L1: %d-byte round trip on R1\n\n", latencySize)
-		fmt.Fprintf(b, "One connection, one message in flight, each ping and pong verified; %v of round trips per run (perftest's columns, µs, medians over runs).\n\n![64-byte round trip](transport-latency.png)\n\n", c.Duration)
+		fmt.Fprintf(b, "One connection, one message in flight, each ping and pong verified; %v of round trips per run (perftest's columns, µs, medians over runs). "+
+			"Client and server run with GOMAXPROCS=1 (one core each, run to completion), so a busy poller does not compete with its own process on this machine's cores.\n\n![64-byte round trip](transport-latency.png)\n\n", c.Duration)
 		fmt.Fprintf(b, "| mode | poll | t_min | t_typical (p50) | t_avg | 99%% | 99.9%% | t_max | round trips per run |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, f := range latencyFigures(rep, sc) {
 			poll := f.Poll

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -166,6 +167,12 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 		"--timeout", (cfg.Duration + 60*time.Second).String(), "--json"}, common...)...)
 	var sout, serr bytes.Buffer
 	srv.Stdout, srv.Stderr = &sout, &serr
+	if sc.Latency {
+		// One message in flight: each bench process runs to completion on
+		// one core (as a poll-mode driver's does), so a busy poller never
+		// competes with its own process for the CPUs.
+		srv.Env = append(os.Environ(), "GOMAXPROCS=1")
+	}
 	if err := srv.Start(); err != nil {
 		return err
 	}
@@ -194,6 +201,7 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 		c := &client{cmd: f.Command(ctx, h, cfg.Endpoint, append(append([]string{"bench", "client", "--bind", addrs(f, h), "--peer", addrs(f, server),
 			"--json"}, args...), common...)...)}
 		c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.err
+		c.cmd.Env = srv.Env
 		if err := c.cmd.Start(); err != nil {
 			kill()
 			return err

@@ -10,7 +10,7 @@
 // allocate nothing per packet.
 //
 // Poll modes: PollBusy spins on non-blocking reads (MSG_DONTWAIT), lowest
-// latency at the cost of a core; PollAdaptive (default) spins for
+// latency at the cost of a core (RunAll spins over several ports on one); PollAdaptive (default) spins for
 // SpinDuration after the last datagram and then blocks in the Go netpoller;
 // PollBlocking always blocks. Sockets get large SO_RCVBUF/SO_SNDBUF (the
 // FORCE variants when running as root), SO_RXQ_OVFL to count datagrams the
@@ -318,6 +318,9 @@ func (p *Port) Send(b *Batch) error {
 // this goroutine, until ctx ends or the port closes. handle must not keep
 // the batch or its buffers.
 func (p *Port) Run(ctx context.Context, handle func(*Batch)) error {
+	if p.cfg.Mode == PollBusy {
+		return RunAll(ctx, []*Port{p}, func(_ int, b *Batch) { handle(b) })
+	}
 	stop := context.AfterFunc(ctx, func() { p.Close() })
 	defer stop()
 	b := p.pool.Get()
@@ -379,6 +382,60 @@ func (p *Port) Run(ctx context.Context, handle func(*Batch)) error {
 		p.c.rxPackets.Add(uint64(n))
 		handle(b)
 		b.Pkts = b.all[:0]
+	}
+}
+
+// RunAll is the busy poll loop of several ports on one goroutine, as a
+// poll-mode driver's core polls its queues: it reads each port in turn
+// without blocking and calls handle(i, batch) with what port i had, until
+// ctx ends or a port closes. One spinning goroutine per transport, however
+// many planes, leaves the other cores to the application and the kernel.
+func RunAll(ctx context.Context, ports []*Port, handle func(int, *Batch)) error {
+	stop := context.AfterFunc(ctx, func() {
+		for _, p := range ports {
+			p.Close()
+		}
+	})
+	defer stop()
+	bs := make([]*Batch, len(ports))
+	for i, p := range ports {
+		bs[i] = p.pool.Get()
+		defer bs[i].Release()
+	}
+	idle := 0
+	for {
+		got := false
+		for i, p := range ports {
+			if p.closed.Load() {
+				return nil
+			}
+			n, err := p.io.read(bs[i], false)
+			if err != nil {
+				if p.closed.Load() || ctx.Err() != nil {
+					return nil
+				}
+				if isTransient(err) {
+					continue
+				}
+				return fmt.Errorf("ioengine: read on %v: %w", p.local, err)
+			}
+			if n == 0 {
+				continue
+			}
+			got = true
+			p.c.rxBatches.Add(1)
+			p.c.rxPackets.Add(uint64(n))
+			handle(i, bs[i])
+			bs[i].Pkts = bs[i].all[:0]
+		}
+		if got {
+			idle = 0
+			continue
+		}
+		// Let the goroutines that send and deliver run between sweeps.
+		if idle++; idle&3 == 3 {
+			yield()
+		}
 	}
 }
 

@@ -46,6 +46,68 @@ func run(t testing.TB, p *Port, handle func(*Batch)) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
+// TestRunAllPollsEveryPort: one goroutine takes each port's datagrams and
+// tells which port they came in on; closing a port ends it.
+func TestRunAllPollsEveryPort(t *testing.T) {
+	cfg := Config{Mode: PollBusy, BatchSize: 8}
+	ports := []*Port{listen(t, cfg), listen(t, cfg), listen(t, cfg)}
+	tx := listen(t, cfg)
+	var mu sync.Mutex
+	got := make([]map[uint32]bool, len(ports))
+	for i := range got {
+		got[i] = map[uint32]bool{}
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- RunAll(testenv.Context(t), ports, func(i int, b *Batch) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, pk := range b.Pkts {
+				got[i][binary.BigEndian.Uint32(pk.Buf)] = true
+			}
+		})
+	}()
+	const per = 50
+	for i := range per * len(ports) {
+		b := tx.Pool().Get()
+		pk := b.Next()
+		pk.Buf = binary.BigEndian.AppendUint32(pk.Buf, uint32(i))
+		pk.Addr = ports[i%len(ports)].LocalAddr()
+		if err := tx.Send(b); err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+	}
+	testutil.WaitFor(t, 5*time.Second, "every datagram on its port", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range got {
+			if len(got[i]) < per*9/10 {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	for i, m := range got {
+		for seq := range m {
+			if int(seq)%len(ports) != i {
+				t.Errorf("datagram %d reported on port %d", seq, i)
+			}
+		}
+	}
+	mu.Unlock()
+	ports[1].Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunAll did not return after a port closed")
+	}
+}
+
 func TestSendReceive(t *testing.T) {
 	for _, mode := range []PollMode{PollAdaptive, PollBusy, PollBlocking} {
 		for _, variant := range []string{"raw", "gso", "portable"} {
