@@ -312,11 +312,10 @@ func checkFDs(cfg *Config) error {
 	return nil
 }
 
-// dialers is how many connections a client opens at once. One: with 16
-// at once, package transport's handshakes stalled at -q 512 on loopback
-// (every dial retried until --connect-timeout); one at a time, -q 8192
-// connects in about 10 s.
-const dialers = 1
+// dialers is how many connections a client opens at once. (It was one
+// while a dialing package transport connection kept its worker busy until
+// its INIT-ACK came: with 16 at once, handshakes stalled at -q 512.)
+const dialers = 32
 
 // dialAll opens cfg.Conns connections, a few at a time; it fails if any
 // cannot connect (the run has not started yet).

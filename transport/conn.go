@@ -182,8 +182,9 @@ type connCounters struct {
 	flowBlocked                             uint64
 	planeRxBytes, planeRxPkts               []uint64
 	// ackSends: poll batches whose ACKs let data out (sent by the poll
-	// loop); wakes: times the sender was woken.
-	ackSends, wakes uint64
+	// loop); wakes: times the sender was woken; runs: turns its worker
+	// gave it.
+	ackSends, wakes, runs uint64
 }
 
 // Completion reports the end of an asynchronous send.
@@ -238,6 +239,10 @@ func newConn(t *Transport, mode Mode, accepted bool) *Conn {
 		recvDone:    newMsgWindow(),
 		connPacer:   congestion.NewPacer(64 << 10),
 		curAvoid:    -1,
+		// The handshake is its first send: a zero time here put the
+		// keepalive deadline in year 1, and the worker ran a dialing
+		// connection without pause until its INIT-ACK came.
+		lastSend: t.cfg.clock.Now(),
 	}
 	c.stats.planeRxBytes = make([]uint64, len(t.planes))
 	c.stats.planeRxPkts = make([]uint64, len(t.planes))

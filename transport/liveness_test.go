@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,5 +229,53 @@ func TestPeerMergesAcrossPlanes(t *testing.T) {
 	}
 	if n := tr.peerCount(); n != 0 {
 		t.Fatalf("%d peers after the last connection, want 0", n)
+	}
+}
+
+// TestDialingConnectionWaitsForItsTimers: while a peer does not answer, the
+// dialing connection runs for its INIT retransmissions only (every 25 ms),
+// not on every turn of its worker.
+func TestDialingConnectionWaitsForItsTimers(t *testing.T) {
+	silent, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	const timeout = 300 * time.Millisecond
+	tr := listenT(t, Config{Local: loopbackAddrs(1), HandshakeTimeout: timeout})
+	var found atomic.Pointer[Conn]
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for found.Load() == nil {
+			tr.mu.Lock()
+			for _, c := range tr.conns {
+				found.Store(c)
+			}
+			tr.mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	_, err = tr.Dial(testenv.Context(t), []netip.AddrPort{silent.LocalAddr().(*net.UDPAddr).AddrPort()})
+	close(stop)
+	<-watched
+	if !errors.Is(err, ErrHandshakeTimeout) {
+		t.Fatalf("dial to a silent peer: %v", err)
+	}
+	dialing := found.Load()
+	if dialing == nil {
+		t.Fatal("the dialing connection was never registered")
+	}
+	dialing.mu.Lock()
+	runs := dialing.stats.runs
+	dialing.mu.Unlock()
+	t.Logf("%v of handshake: %d sender runs", timeout, runs)
+	if max := 3 * int(timeout/initInterval); runs > uint64(max) {
+		t.Fatalf("%d sender runs in %v of handshake, want at most %d (INIT every %v)", runs, timeout, max, initInterval)
 	}
 }

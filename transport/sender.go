@@ -25,6 +25,7 @@ const (
 // only when woken) and whether the connection ended.
 func (c *Conn) sendWork(woken bool) (more bool, next time.Time, done bool) {
 	c.mu.Lock()
+	c.stats.runs++
 	if woken {
 		c.stats.wakes++
 	}
