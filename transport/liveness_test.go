@@ -279,3 +279,27 @@ func TestDialingConnectionWaitsForItsTimers(t *testing.T) {
 		t.Fatalf("%d sender runs in %v of handshake, want at most %d (INIT every %v)", runs, timeout, max, initInterval)
 	}
 }
+
+// TestRefusedConnectionIsNotAcknowledged: with the accept backlog full,
+// dials fail; none may be answered on another plane for the connection
+// being refused (its peer would send into a connection that is gone).
+func TestRefusedConnectionIsNotAcknowledged(t *testing.T) {
+	ctx := testenv.Context(t)
+	srv := listenT(t, Config{Local: loopbackAddrs(4), AcceptBacklog: 1})
+	cli := listenT(t, Config{Local: loopbackAddrs(4), HandshakeTimeout: 150 * time.Millisecond})
+	first, err := cli.Dial(ctx, srv.LocalAddrs()) // fills the backlog: never accepted
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	for i := range 8 {
+		c, err := cli.Dial(ctx, srv.LocalAddrs())
+		if err == nil {
+			c.Close()
+			t.Fatalf("dial %d succeeded with the accept backlog full", i)
+		}
+		if !errors.Is(err, ErrHandshakeTimeout) {
+			t.Fatalf("dial %d: %v, want ErrHandshakeTimeout", i, err)
+		}
+	}
+}

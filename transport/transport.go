@@ -453,15 +453,19 @@ func (t *Transport) accept(now time.Time, h *wire.Handshake, k peerKey, from net
 		t.mu.Unlock()
 		return old, nil
 	}
-	t.byPeer[k] = c
-	t.mu.Unlock()
+	// Queued for Accept before another plane's INIT can find it: a
+	// connection refused after it was published got INIT-ACKs on the other
+	// planes, and its peer sent into a connection that no longer existed.
 	select {
 	case t.acceptQ <- c:
 	default:
+		delete(t.conns, c.id)
+		t.mu.Unlock()
 		t.cfg.Logger.Warn("accept backlog full; refusing connection", "peer", from)
-		t.unregister(c)
 		return nil, nil
 	}
+	t.byPeer[k] = c
+	t.mu.Unlock()
 	c.start()
 	return c, nil
 }
