@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
+	"os"
 	"sync"
 
 	"github.com/multiplane/multiplane/transport"
@@ -54,7 +56,7 @@ func (t *mpTransport) config(cfg *Config, port int) (transport.Config, error) {
 	if mtu == 0 {
 		mtu = 1500
 	}
-	tc := transport.Config{Mode: t.mode, MaxDatagramSize: transport.ByteCount(mtu - 28)}
+	tc := transport.Config{Mode: t.mode, MaxDatagramSize: transport.ByteCount(mtu - 28), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if cfg.Poll != "" {
 		pm, err := transport.ParsePollMode(cfg.Poll)
 		if err != nil {
@@ -225,7 +227,7 @@ func (m *mpConn) SendFill(ctx context.Context, n int, fill func([]byte)) error {
 	i := m.next
 	m.next = (m.next + 1) % len(m.ring)
 	if comp := m.comps[i]; comp != nil {
-		if err := comp.Wait(ctx); err != nil {
+		if err := comp.Wait(ctx); err != nil && !errors.Is(err, transport.ErrWithdrawn) {
 			return err
 		}
 		m.comps[i] = nil
@@ -242,6 +244,9 @@ func (m *mpConn) SendFill(ctx context.Context, n int, fill func([]byte)) error {
 	m.comps[i] = comp
 	return nil
 }
+
+// Withdraw takes back the queued messages not yet started.
+func (m *mpConn) Withdraw() (int, int64) { return m.c.Withdraw() }
 
 func (m *mpConn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 	if cap(buf) > 0 && cap(m.received) > 0 && &buf[:1][0] == &m.received[:1][0] {

@@ -167,6 +167,14 @@ type filler interface {
 	SendFill(ctx context.Context, n int, fill func([]byte)) error
 }
 
+// withdrawer is a connection that can take back the queued messages it
+// has not started sending (package transport's): at -D the client takes
+// them back instead of waiting for them, so a run with thousands of
+// connections, each with messages queued, ends on time.
+type withdrawer interface {
+	Withdraw() (msgs int, bytes int64)
+}
+
 var msgPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // connResult is what one client connection sent and the server verified.
@@ -179,11 +187,24 @@ type connResult struct {
 // waits for the server's result.
 func runConn(ctx context.Context, cfg *Config, c Conn, h header, pattern []byte, stopAt time.Time, m *meter, res *connResult) error {
 	i := h.conn
+	// Waiting for room to send ends at -D on connections that take back
+	// what they queued: the next message would be taken back anyway.
+	sendCtx := ctx
+	inner := c
+	if p, ok := c.(*progressConn); ok {
+		inner = p.Conn
+	}
+	wd, canWithdraw := inner.(withdrawer)
+	if canWithdraw && !stopAt.IsZero() {
+		var cancel context.CancelFunc
+		sendCtx, cancel = context.WithDeadline(ctx, stopAt)
+		defer cancel()
+	}
 	send := func(seq uint64) error {
 		h.seq = seq
 		fill := func(msg []byte) { fillData(msg, pattern, h) }
-		if f, ok := c.(filler); ok {
-			return f.SendFill(ctx, cfg.Size, fill)
+		if f, ok := inner.(filler); ok {
+			return f.SendFill(sendCtx, cfg.Size, fill)
 		}
 		// A buffer only while Send holds it, not one per connection.
 		bp := msgPool.Get().(*[]byte)
@@ -200,10 +221,18 @@ func runConn(ctx context.Context, cfg *Config, c Conn, h header, pattern []byte,
 			break
 		}
 		if err := send(seq); err != nil {
+			if sendCtx.Err() != nil && ctx.Err() == nil {
+				break // -D came while waiting for room
+			}
 			return fmt.Errorf("bench: conn %d: send message %d: %w", i, seq, err)
 		}
 		res.sent.messages++
 		res.sent.bytes += uint64(cfg.Size)
+	}
+	if canWithdraw {
+		n, b := wd.Withdraw()
+		res.sent.messages -= uint64(n)
+		res.sent.bytes -= uint64(b)
 	}
 	end := h
 	end.kind, end.seq = kindEnd, res.sent.messages

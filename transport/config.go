@@ -79,6 +79,9 @@ var (
 	ErrPeerUnreachable = errors.New("transport: peer unreachable")
 	// ErrHandshakeTimeout is returned by Dial when the peer does not answer.
 	ErrHandshakeTimeout = errors.New("transport: handshake timed out")
+	// ErrWithdrawn completes a message that Withdraw took back before any
+	// of it was sent: the peer never sees it.
+	ErrWithdrawn = errors.New("transport: message withdrawn before it was sent")
 	// ErrMessageTooLarge is returned by Send for a message over MaxMessageSize.
 	ErrMessageTooLarge = errors.New("transport: message too large")
 	// ErrProtocol is returned when the peer broke the protocol (for example

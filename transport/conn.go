@@ -37,6 +37,7 @@ type Conn struct {
 
 	id, peerID  protocol.ConnectionID
 	peerIP      netip.Addr
+	weight      atomic.Uint64 // float64 bits of SetWeight's weight; 0 = 1
 	established chan struct{}
 	doneCh      chan struct{}
 
@@ -119,19 +120,20 @@ type Conn struct {
 }
 
 type path struct {
-	id      protocol.PathID
-	plane   int
-	entropy int
-	idx     int // index in Conn.active, -1 when not in the path set
-	port    *ioengine.Port
-	sent    *ackhandler.SentPath
-	shared  *sharedPath // rtt, window and pacer, shared with the peer's other connections
-	conn    *Conn
-	queued  bool // waiting for a turn in the shared window (guarded by shared.mu)
-	rtt     *congestion.RTTStats
-	pacer   *congestion.Pacer
-	retx    uint64
-	lastECN uint64
+	id       protocol.PathID
+	plane    int
+	entropy  int
+	idx      int // index in Conn.active, -1 when not in the path set
+	port     *ioengine.Port
+	sent     *ackhandler.SentPath
+	shared   *sharedPath // rtt, window and pacer, shared with the peer's other connections
+	conn     *Conn
+	queued   bool   // waiting for a turn in the shared window (guarded by shared.mu)
+	queueGen uint32 // its latest entry in the queue (guarded by shared.mu)
+	rtt      *congestion.RTTStats
+	pacer    *congestion.Pacer
+	retx     uint64
+	lastECN  uint64
 	// bytes sent since the last packet that asked for an immediate ACK
 	sinceAckNow protocol.ByteCount
 }
@@ -549,6 +551,40 @@ func (c *Conn) enqueue(msg []byte) *Completion {
 	c.sendQ = append(c.sendQ, m)
 	c.queued += protocol.ByteCount(len(msg))
 	return m.comp
+}
+
+// Withdraw takes back every queued message of which nothing was sent yet,
+// as a sender does when its deadline passes: their completions end with
+// ErrWithdrawn and the peer never sees them. Messages already on their way
+// are not touched. It returns how many messages and bytes it took back.
+func (c *Conn) Withdraw() (msgs int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == stateDone {
+		return 0, 0
+	}
+	k := 0 // sendQ[0] may be part sent
+	if len(c.sendQ) > 0 && c.sendQ[0].next > 0 {
+		k = 1
+	}
+	// The unsent messages are the newest: their ids are the last given
+	// out, and are given out again.
+	for _, m := range c.sendQ[k:] {
+		delete(c.sendMsgs, m.id)
+		c.queued -= protocol.ByteCount(len(m.data))
+		m.comp.err = ErrWithdrawn
+		close(m.comp.done)
+		msgs++
+		bytes += int64(len(m.data))
+	}
+	clear(c.sendQ[k:])
+	c.sendQ = c.sendQ[:k]
+	c.nextMsgID -= uint32(msgs)
+	if msgs > 0 && c.spaceCh != nil {
+		close(c.spaceCh)
+		c.spaceCh = nil
+	}
+	return msgs, bytes
 }
 
 // Recv returns the next complete message, in completion order (not

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -409,16 +410,22 @@ func busySenders(t *testing.T, ctx context.Context, a, b *Transport, n, size int
 	return xs
 }
 
+// busyLoopback is busySenders between two 2-plane loopback transports.
+func busyLoopback(t *testing.T, n, size int) (xs []*Conn, a, b *Transport) {
+	t.Helper()
+	a = listenT(t, Config{Local: loopbackAddrs(2)})
+	b = listenT(t, Config{Local: loopbackAddrs(2)})
+	return busySenders(t, testenv.Context(t), a, b, n, size), a, b
+}
+
 // Connections to one peer share each path's window: whatever their number,
 // what they have in flight on a path together stays within the one window,
 // and a connection that joins late starts at the established window, not
 // with an initial window of its own.
 func TestConnectionsShareEachPathsWindow(t *testing.T) {
 	ctx := testenv.Context(t)
-	a := listenT(t, Config{Local: loopbackAddrs(2)})
-	b := listenT(t, Config{Local: loopbackAddrs(2)})
 	const conns = 64
-	xs := busySenders(t, ctx, a, b, conns, 256<<10)
+	xs, a, b := busyLoopback(t, conns, 256<<10)
 	type key struct{ plane, entropy int }
 	worst, samples := 0.0, 0
 	dgram := xs[0].Stats().DatagramSize
@@ -517,11 +524,8 @@ func TestRateGrantIsFairAcrossHostsFirst(t *testing.T) {
 // Connections that share a window share it fairly: 64 senders to one
 // peer, each with data all the time, get Jain's index >= 0.95.
 func TestConnectionsShareTheWindowFairly(t *testing.T) {
-	ctx := testenv.Context(t)
-	a := listenT(t, Config{Local: loopbackAddrs(2)})
-	b := listenT(t, Config{Local: loopbackAddrs(2)})
 	const conns = 64
-	xs := busySenders(t, ctx, a, b, conns, 16<<10)
+	xs, _, _ := busyLoopback(t, conns, 16<<10)
 	time.Sleep(300 * time.Millisecond) // past the start
 	before := make([]uint64, conns)
 	for i, x := range xs {
@@ -538,5 +542,120 @@ func TestConnectionsShareTheWindowFairly(t *testing.T) {
 	t.Logf("%d connections: %.1f MB/s together, Jain's index %.3f", conns, sum/1e6, jain)
 	if jain < 0.95 {
 		t.Errorf("Jain's index %.3f over %d connections sharing a window; want >= 0.95", jain, conns)
+	}
+}
+
+// TestWithdrawTakesBackUnsentMessages: behind a slow egress cap most
+// queued messages have not left; Withdraw takes those back, the others
+// arrive, and messages sent afterwards arrive intact (their ids are given
+// out again).
+func TestWithdrawTakesBackUnsentMessages(t *testing.T) {
+	ctx := testenv.Context(t)
+	a := listenT(t, Config{Local: loopbackAddrs(2), EgressCap: 2e6})
+	b := listenT(t, Config{Local: loopbackAddrs(2)})
+	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
+	const n, size = 20, 64 << 10
+	var comps []*Completion
+	for i := range n {
+		msg := bytes.Repeat([]byte{byte(i)}, size)
+		comp, err := ca.SendAsync(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comps = append(comps, comp)
+	}
+	time.Sleep(50 * time.Millisecond) // about 100 KB gone at 2 MB/s
+	took, tookBytes := ca.Withdraw()
+	if took < n/2 || took == n || tookBytes != int64(took)*size {
+		t.Fatalf("Withdraw took %d messages (%d bytes) of %d queued", took, tookBytes, n)
+	}
+	if st := ca.Stats(); st.BytesQueued > ByteCount((n-took)*size) {
+		t.Fatalf("%d bytes still queued after taking back %d of %d messages", st.BytesQueued, took, n)
+	}
+	for i, comp := range comps {
+		err := comp.Wait(ctx)
+		switch withdrawn := i >= n-took; {
+		case withdrawn && !errors.Is(err, ErrWithdrawn):
+			t.Fatalf("message %d: %v, want ErrWithdrawn", i, err)
+		case !withdrawn && err != nil:
+			t.Fatalf("message %d, on its way: %v", i, err)
+		}
+	}
+	for i := range 3 {
+		if err := ca.Send(ctx, bytes.Repeat([]byte{byte(100 + i)}, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every id given out is finished: none is left a gap that holds the
+	// window of messages in flight.
+	ca.mu.Lock()
+	gap := ca.nextMsgID - ca.sendDone.below
+	ca.mu.Unlock()
+	if gap != 0 {
+		t.Fatalf("%d message ids outstanding after every message completed", gap)
+	}
+	got := map[byte]int{}
+	for range n - took + 3 {
+		msg, err := cb.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msg) != size || !bytes.Equal(msg, bytes.Repeat(msg[:1], size)) {
+			t.Fatalf("message of %d bytes starting %d is not whole", len(msg), msg[0])
+		}
+		got[msg[0]]++
+	}
+	for i := range n - took {
+		if got[byte(i)] != 1 {
+			t.Errorf("message %d delivered %d times", i, got[byte(i)])
+		}
+	}
+	for i := range 3 {
+		if got[byte(100+i)] != 1 {
+			t.Errorf("message %d after Withdraw delivered %d times", 100+i, got[byte(100+i)])
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if msg, err := cb.Recv(rctx); err == nil {
+		t.Fatalf("a withdrawn message arrived: %d bytes starting %d", len(msg), msg[0])
+	}
+}
+
+// TestWeightedConnectionsShareByWeight: connections of weight 2 get about
+// twice the bytes of those of weight 1 while all of them have data.
+func TestWeightedConnectionsShareByWeight(t *testing.T) {
+	const conns = 16
+	xs, _, _ := busyLoopback(t, conns, 1<<20)
+	for _, x := range xs[:conns/2] {
+		if err := x.SetWeight(2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := xs[0].SetWeight(0); err == nil {
+		t.Fatal("SetWeight(0) accepted")
+	}
+	if err := xs[0].SetWeight(MaxWeight + 1); err == nil {
+		t.Fatal("SetWeight above MaxWeight accepted")
+	}
+	time.Sleep(300 * time.Millisecond)
+	before := make([]uint64, conns)
+	for i, x := range xs {
+		before[i] = x.Stats().BytesAcked
+	}
+	time.Sleep(1500 * time.Millisecond)
+	var heavy, light float64
+	for i, x := range xs {
+		d := float64(x.Stats().BytesAcked - before[i])
+		if i < conns/2 {
+			heavy += d
+		} else {
+			light += d
+		}
+	}
+	ratio := heavy / light
+	t.Logf("weight 2: %.1f MB, weight 1: %.1f MB, ratio %.2f", heavy/1e6, light/1e6, ratio)
+	if ratio < 1.6 || ratio > 2.5 {
+		t.Fatalf("weight-2 connections got %.2f times the bytes of weight-1 ones, want about 2", ratio)
 	}
 }

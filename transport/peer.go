@@ -70,7 +70,8 @@ type sharedPath struct {
 
 	// Turns in the window (turns.go).
 	mu      sync.Mutex
-	waiting []*path // connections' paths waiting for a turn, head first
+	waiting []turnEntry // connections' paths waiting for a turn, head first (some stale)
+	live    int         // entries not stale
 	turn    protocol.ByteCount
 	turnAt  time.Time
 }

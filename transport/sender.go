@@ -149,7 +149,7 @@ func (c *Conn) fill(now time.Time) int {
 			}
 			ref, src = makeRef(m.id, m.next), 3
 		default:
-			c.passTurns(now)
+			c.leaveTurns(now)
 			return n
 		}
 		if rate > 0 && c.connPacer.Budget(now, rate) < c.dgram {
@@ -205,6 +205,15 @@ func (c *Conn) fill(now time.Time) int {
 func (c *Conn) passTurns(now time.Time) {
 	for _, p := range c.active {
 		p.shared.pass(p, now)
+	}
+}
+
+// leaveTurns takes the connection out of the turns of the shared windows:
+// it has nothing left to send, so no queue keeps a place (and a head's
+// time) for it; c.mu held.
+func (c *Conn) leaveTurns(now time.Time) {
+	for _, p := range c.active {
+		p.shared.leave(p, now)
 	}
 }
 

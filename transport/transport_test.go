@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -159,14 +161,21 @@ func TestLoopbackTransfer(t *testing.T) {
 // planes, and every plane carries the transfer.
 func TestBusyPollingOneGoroutine(t *testing.T) {
 	ctx := testenv.Context(t)
-	before := runtime.NumGoroutine()
-	a := listenT(t, Config{Local: loopbackAddrs(4), PollMode: PollBusy})
-	busy := runtime.NumGoroutine() - before
-	b := listenT(t, Config{Local: loopbackAddrs(4), PollMode: PollBlocking})
-	blocking := runtime.NumGoroutine() - before - busy
-	if blocking-busy != 3 {
-		t.Fatalf("goroutines per transport: busy %d, blocking %d; want 3 fewer poll loops when busy", busy, blocking)
+	loops := func() (busy, blocking int) {
+		buf := make([]byte, 1<<20)
+		st := string(buf[:runtime.Stack(buf, true)])
+		return strings.Count(st, "transport.(*Transport).busyLoop("), strings.Count(st, "transport.(*Transport).pollLoop(")
 	}
+	testutil.WaitFor(t, 5*time.Second, "the poll loops of earlier tests to end", func() bool {
+		busy, blocking := loops()
+		return busy+blocking == 0
+	})
+	a := listenT(t, Config{Local: loopbackAddrs(4), PollMode: PollBusy})
+	b := listenT(t, Config{Local: loopbackAddrs(4), PollMode: PollBlocking})
+	testutil.WaitFor(t, 5*time.Second, "1 poll goroutine for the busy transport's 4 planes, 4 for the blocking one's", func() bool {
+		busy, blocking := loops()
+		return busy == 1 && blocking == 4
+	})
 	ca, cb := pair(t, ctx, a, b, b.LocalAddrs())
 	transfer(t, ctx, cb, ca, 100, 64<<10, 4)
 	for _, p := range ca.Stats().Planes {

@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/multiplane/multiplane/transport/internal/protocol"
@@ -9,14 +11,22 @@ import (
 // Turns: connections that share a path's window take turns in it. While
 // the window has room nobody waits; once a connection finds it full, it
 // queues on the path, and from then on room goes to the queue's head
-// (woken for it), which sends up to turnPackets datagrams and goes to the
-// back. Without this the window went to whichever connection an ACK had
+// (woken for it), which sends its quantum and goes to the back: deficit
+// round robin with a quantum of turnBytes (at least turnPackets datagrams)
+// times the connection's weight (SetWeight). A quantum of a whole bulk
+// message spreads completions over the round: with 4-datagram turns every
+// one of 4,000 connections finished its 64 KiB message in the same last
+// 0.1 s of a 2.6 s round, progress stood at 0 for 2 s at a time, and at
+// -D every message was part sent. Without this the window went to whichever connection an ACK had
 // just woken (its poll loop sends what its own ACK let out), so
 // connections with data in flight kept the window and the others starved:
 // Jain's index 0.35 over 512 connections.
 
 const (
 	turnPackets = 4
+	turnBytes   = 64 << 10
+	// MaxWeight bounds SetWeight.
+	MaxWeight = 64
 	// turnTimeout: a head that takes no turn for this long while there is
 	// room (its paths changed, it chose another path) goes to the back.
 	turnTimeout = time.Millisecond
@@ -26,14 +36,15 @@ const (
 // now, given whether the window has room; when it may not, it queues.
 func (sp *sharedPath) admit(p *path, room bool, now time.Time) bool {
 	sp.mu.Lock()
-	if len(sp.waiting) == 0 {
+	head := sp.head(now)
+	if head == nil {
 		if !room {
 			sp.enqueue(p, now)
 		}
 		sp.mu.Unlock()
 		return room
 	}
-	if sp.waiting[0] == p {
+	if head == p {
 		sp.mu.Unlock()
 		return room
 	}
@@ -42,12 +53,12 @@ func (sp *sharedPath) admit(p *path, room bool, now time.Time) bool {
 	if room {
 		if sp.turn == 0 && now.Sub(sp.turnAt) > turnTimeout {
 			sp.rotate(now)
-			if sp.waiting[0] == p {
+			if sp.head(now) == p {
 				sp.mu.Unlock()
 				return true
 			}
 		}
-		wake = sp.waiting[0].conn
+		wake = sp.head(now).conn
 	}
 	sp.mu.Unlock()
 	if wake != nil {
@@ -60,14 +71,14 @@ func (sp *sharedPath) admit(p *path, room bool, now time.Time) bool {
 // reports whether connections take turns on the path (it is contended).
 func (sp *sharedPath) used(p *path, n, dgram protocol.ByteCount, now time.Time) bool {
 	sp.mu.Lock()
-	if len(sp.waiting) == 0 || sp.waiting[0] != p {
-		contended := len(sp.waiting) > 0
+	head := sp.head(now)
+	if head != p {
 		sp.mu.Unlock()
-		return contended
+		return head != nil
 	}
 	sp.turn += n
 	var wake *Conn
-	if sp.turn >= turnPackets*dgram {
+	if sp.turn >= p.conn.quantum(dgram) {
 		wake = sp.pop(now)
 	}
 	sp.mu.Unlock()
@@ -81,7 +92,7 @@ func (sp *sharedPath) used(p *path, n, dgram protocol.ByteCount, now time.Time) 
 func (sp *sharedPath) pass(p *path, now time.Time) {
 	sp.mu.Lock()
 	var wake *Conn
-	if len(sp.waiting) > 0 && sp.waiting[0] == p {
+	if sp.head(now) == p {
 		wake = sp.pop(now)
 	}
 	sp.mu.Unlock()
@@ -90,21 +101,18 @@ func (sp *sharedPath) pass(p *path, now time.Time) {
 	}
 }
 
-// leave takes p out of the queue: its connection ended or dropped the path.
+// leave takes p out of the queue: its connection ended, dropped the path or
+// has nothing left to send. Away from the head this is O(1): the entry
+// stays in the queue, stale, until it reaches the head.
 func (sp *sharedPath) leave(p *path, now time.Time) {
 	sp.mu.Lock()
 	var wake *Conn
 	if p.queued {
-		if sp.waiting[0] == p {
+		if sp.head(now) == p {
 			wake = sp.pop(now)
 		} else {
-			for i, q := range sp.waiting {
-				if q == p {
-					sp.waiting = append(sp.waiting[:i], sp.waiting[i+1:]...)
-					break
-				}
-			}
 			p.queued = false
+			sp.live--
 		}
 	}
 	sp.mu.Unlock()
@@ -117,8 +125,8 @@ func (sp *sharedPath) leave(p *path, now time.Time) {
 func (sp *sharedPath) offer() {
 	sp.mu.Lock()
 	var wake *Conn
-	if len(sp.waiting) > 0 {
-		wake = sp.waiting[0].conn
+	if head := sp.head(time.Now()); head != nil {
+		wake = head.conn
 	}
 	sp.mu.Unlock()
 	if wake != nil {
@@ -130,7 +138,35 @@ func (sp *sharedPath) offer() {
 func (sp *sharedPath) waitingTurns() int {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return len(sp.waiting)
+	return sp.live
+}
+
+// turnEntry is a place in the queue; it is stale once its path left
+// (queued false) or queued again (a newer gen).
+type turnEntry struct {
+	p   *path
+	gen uint32
+}
+
+func (e turnEntry) live() bool { return e.p.queued && e.p.queueGen == e.gen }
+
+// head drops stale entries off the front and returns the head (nil if the
+// queue is empty). A new head's turn starts now.
+func (sp *sharedPath) head(now time.Time) *path {
+	dropped := false
+	for len(sp.waiting) > 0 && !sp.waiting[0].live() {
+		sp.waiting[0] = turnEntry{}
+		sp.waiting = sp.waiting[1:]
+		dropped = true
+	}
+	if len(sp.waiting) == 0 {
+		sp.waiting = nil
+		return nil
+	}
+	if dropped {
+		sp.turn, sp.turnAt = 0, now
+	}
+	return sp.waiting[0].p
 }
 
 func (sp *sharedPath) enqueue(p *path, now time.Time) {
@@ -138,29 +174,52 @@ func (sp *sharedPath) enqueue(p *path, now time.Time) {
 		return
 	}
 	p.queued = true
-	sp.waiting = append(sp.waiting, p)
-	if len(sp.waiting) == 1 {
+	p.queueGen++
+	sp.live++
+	sp.waiting = append(sp.waiting, turnEntry{p, p.queueGen})
+	if sp.live == 1 {
 		sp.turn, sp.turnAt = 0, now
 	}
 }
 
 // pop removes the head and returns the new head's connection (nil if none).
 func (sp *sharedPath) pop(now time.Time) *Conn {
-	sp.waiting[0].queued = false
-	sp.waiting[0] = nil
+	sp.waiting[0].p.queued = false
+	sp.waiting[0] = turnEntry{}
 	sp.waiting = sp.waiting[1:]
+	sp.live--
 	sp.turn, sp.turnAt = 0, now
-	if len(sp.waiting) == 0 {
-		sp.waiting = nil
-		return nil
+	if head := sp.head(now); head != nil {
+		return head.conn
 	}
-	return sp.waiting[0].conn
+	return nil
 }
 
 // rotate moves the head to the back.
 func (sp *sharedPath) rotate(now time.Time) {
 	head := sp.waiting[0]
-	copy(sp.waiting, sp.waiting[1:])
-	sp.waiting[len(sp.waiting)-1] = head
+	sp.waiting[0] = turnEntry{}
+	sp.waiting = append(sp.waiting[1:], head)
 	sp.turn, sp.turnAt = 0, now
+}
+
+// quantum is how many bytes the connection sends in a turn on one path.
+func (c *Conn) quantum(dgram protocol.ByteCount) protocol.ByteCount {
+	q := float64(max(turnBytes, turnPackets*dgram))
+	if w := math.Float64frombits(c.weight.Load()); w > 0 {
+		q *= w
+	}
+	return protocol.ByteCount(q)
+}
+
+// SetWeight sets the connection's share of contended paths relative to the
+// other connections to the same peer (default 1, up to MaxWeight): its
+// turns carry weight times as many bytes, so a connection of weight 2 gets
+// twice the bytes of one of weight 1 while both have data.
+func (c *Conn) SetWeight(w float64) error {
+	if !(w > 0 && w <= MaxWeight) {
+		return fmt.Errorf("transport: weight %v: want more than 0, at most %d", w, MaxWeight)
+	}
+	c.weight.Store(math.Float64bits(w))
+	return nil
 }
