@@ -564,7 +564,7 @@ func TestWithdrawTakesBackUnsentMessages(t *testing.T) {
 		}
 		comps = append(comps, comp)
 	}
-	time.Sleep(50 * time.Millisecond) // about 100 KB gone at 2 MB/s
+	testutil.WaitFor(t, 5*time.Second, "the first message on its way", func() bool { return ca.Stats().BytesSent > 0 })
 	took, tookBytes := ca.Withdraw()
 	if took < n/2 || took == n || tookBytes != int64(took)*size {
 		t.Fatalf("Withdraw took %d messages (%d bytes) of %d queued", took, tookBytes, n)

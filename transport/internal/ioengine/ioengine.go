@@ -353,13 +353,10 @@ func (p *Port) Run(ctx context.Context, handle func(*Batch)) error {
 		}
 		n, err := p.io.read(b, block)
 		if err != nil {
-			if p.closed.Load() || ctx.Err() != nil {
-				return nil
+			if stop, err := p.readFailed(ctx, err); stop {
+				return err
 			}
-			if isTransient(err) {
-				continue
-			}
-			return fmt.Errorf("ioengine: read on %v: %w", p.local, err)
+			continue
 		}
 		if n == 0 {
 			spins++
@@ -411,13 +408,10 @@ func RunAll(ctx context.Context, ports []*Port, handle func(int, *Batch)) error 
 			}
 			n, err := p.io.read(bs[i], false)
 			if err != nil {
-				if p.closed.Load() || ctx.Err() != nil {
-					return nil
+				if stop, err := p.readFailed(ctx, err); stop {
+					return err
 				}
-				if isTransient(err) {
-					continue
-				}
-				return fmt.Errorf("ioengine: read on %v: %w", p.local, err)
+				continue
 			}
 			if n == 0 {
 				continue
@@ -437,6 +431,19 @@ func RunAll(ctx context.Context, ports []*Port, handle func(int, *Batch)) error 
 			yield()
 		}
 	}
+}
+
+// readFailed tells a poll loop what a failed read means: stop (with nil
+// when the port closed or ctx ended, else the error) or, for a transient
+// error, go on.
+func (p *Port) readFailed(ctx context.Context, err error) (stop bool, _ error) {
+	switch {
+	case p.closed.Load() || ctx.Err() != nil:
+		return true, nil
+	case isTransient(err):
+		return false, nil
+	}
+	return true, fmt.Errorf("ioengine: read on %v: %w", p.local, err)
 }
 
 // Close closes the socket; Run returns.
