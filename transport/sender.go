@@ -434,11 +434,14 @@ func (c *Conn) onTimers(now time.Time) {
 	// a failed path times out while the peer is heard on others. In the
 	// first case the timers only back off (twice at most): resending and
 	// retiring would punish healthy paths for a scheduling stall, and a
-	// peer that is really gone is caught by PeerTimeout.
+	// peer that is really gone is caught by PeerTimeout. The peer counts
+	// as heard on any of its connections: one with a packet or two in
+	// flight per path, all lost, hears nothing on its own.
 	stall := false
 	if c.mode == ModeMultipath && c.stallStreak < 2 {
 		due, healthy := 0, 0
 		quiet := true
+		heard := c.lastHeard()
 		for _, p := range c.paths {
 			if p.sent.BytesInFlight() == 0 {
 				continue
@@ -450,7 +453,7 @@ func (c *Conn) onTimers(now time.Time) {
 			}
 			due++
 			// Heard from the peer within this path's timeout: not a stall.
-			if now.Sub(c.lastRecv) < p.rtt.RTO() {
+			if now.Sub(heard) < p.rtt.RTO() {
 				quiet = false
 			}
 		}

@@ -32,6 +32,16 @@ func newPath() *SentPath {
 	return NewSentPath(1, rtt, congestion.NewDelayAIMD(cfg, rtt))
 }
 
+// newSharedPath returns a path whose window is shared (with no other
+// member yet), the shared state and its RTT estimate.
+func newSharedPath() (*SentPath, *congestion.Shared, *congestion.RTTStats) {
+	rtt := congestion.NewRTTStats()
+	shared := congestion.NewShared(congestion.DefaultDelayAIMDConfig(1000), rtt)
+	p := NewSentPath(1, rtt, shared)
+	p.Shared = shared
+	return p, shared, rtt
+}
+
 func TestSackLossDetection(t *testing.T) {
 	for _, lossRate := range []float64{0, 0.01, 0.1, 0.5} {
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -292,10 +302,7 @@ func TestReceivedNext(t *testing.T) {
 // connection) and the reordering window passed; while nothing sent after
 // it was delivered it is left to the retransmission timer.
 func TestLossSeenThroughSharedPath(t *testing.T) {
-	rtt := congestion.NewRTTStats()
-	shared := congestion.NewShared(congestion.DefaultDelayAIMDConfig(1000), rtt)
-	p := NewSentPath(1, rtt, shared)
-	p.Shared = shared
+	p, shared, rtt := newSharedPath()
 	rec := newRecorder()
 	now := time.Unix(0, 0)
 	rtt.Update(now, time.Millisecond, 0)
@@ -320,5 +327,97 @@ func TestLossSeenThroughSharedPath(t *testing.T) {
 	}
 	if p.BytesInFlight() != 0 || shared.InFlight() != 0 {
 		t.Fatalf("in flight %d (shared %d) after both were lost", p.BytesInFlight(), shared.InFlight())
+	}
+}
+
+// A packet declared lost and acknowledged late by an ACK for a later
+// packet says nothing of how long acknowledging takes (the ACK that covered
+// it first may have been lost): it must not raise the shared path's RTO.
+// Packets declared lost by a timeout and acknowledged late by the ACK their
+// own arrival sent (a stall) do.
+func TestSpuriousLossRaisesRTOOnlyByItsOwnAck(t *testing.T) {
+	now := time.Unix(0, 0)
+	late := now.Add(500 * time.Millisecond)
+	// Two packets sent at now on a path with a 1 ms RTT.
+	start := func() (*SentPath, *recorder, *ReceivedPath, *wire.PathAck) {
+		p := newPath()
+		p.RTT.Update(now, time.Millisecond, 0)
+		p.OnSent(now, Ref(0), 1000)
+		p.OnSent(now, Ref(1), 1000)
+		return p, newRecorder(), new(ReceivedPath), new(wire.PathAck)
+	}
+	t.Run("covered by a later packet's ACK", func(t *testing.T) {
+		p, rec, rp, blk := start()
+		p.ReorderThreshold = 1
+		rp.OnPacket(1, false, time.Time{})
+		rp.FillAck(1, 4, time.Time{}, blk)
+		p.OnAck(now.Add(time.Millisecond), blk, 0, rec)
+		if rec.lost[0] != 1 {
+			t.Fatalf("packet 0 not declared lost: %v", rec.lost)
+		}
+		p.OnSent(late.Add(-time.Millisecond), Ref(2), 1000)
+		rp.OnPacket(0, false, time.Time{})
+		rp.OnPacket(2, false, time.Time{})
+		rp.FillAck(1, 4, time.Time{}, blk)
+		p.OnAck(late, blk, 0, rec)
+		if rec.spurious != 1 {
+			t.Fatalf("%d spurious losses, want 1", rec.spurious)
+		}
+		if rto := p.RTT.RTO(); rto > 100*time.Millisecond {
+			t.Errorf("RTO %v after a 500 ms old packet was acknowledged with a 1 ms old one", rto)
+		}
+	})
+	t.Run("own ACK after a timeout", func(t *testing.T) {
+		p, rec, rp, blk := start()
+		if n := p.OnTimeout(p.RTODeadline(), rec); n != 2 {
+			t.Fatalf("timeout declared %d lost", n)
+		}
+		rp.OnPacket(0, false, time.Time{})
+		rp.OnPacket(1, false, time.Time{})
+		rp.FillAck(1, 4, time.Time{}, blk)
+		p.OnAck(late, blk, 0, rec)
+		if rec.spurious != 2 {
+			t.Fatalf("%d spurious losses, want 2", rec.spurious)
+		}
+		if rto := p.RTT.RTO(); rto < 500*time.Millisecond {
+			t.Errorf("RTO %v after an ACK held up 500 ms", rto)
+		}
+	})
+}
+
+// Go-back-N: packets rewound and then acknowledged before they were resent
+// leave flight once (the shared total does not go negative), and give no
+// RTT sample: their send time is not the one the ACK answers.
+func TestGoBackNRewindAccounting(t *testing.T) {
+	p, shared, rtt := newSharedPath()
+	rec := newRecorder()
+	now := time.Unix(0, 0)
+	rtt.Update(now, time.Millisecond, 0)
+	for i := range 4 {
+		p.OnSent(now, Ref(i), 1000)
+	}
+	p.Rewind(now.Add(10*time.Millisecond), nil)
+	if p.BytesInFlight() != 0 || shared.InFlight() != 0 {
+		t.Fatalf("after rewind: in flight %d, shared %d", p.BytesInFlight(), shared.InFlight())
+	}
+	// The first two arrived after all; the ACK comes before any resend.
+	p.OnCumulativeAck(now.Add(900*time.Millisecond), 2, 0, rec)
+	if p.BytesInFlight() != 0 || shared.InFlight() != 0 {
+		t.Fatalf("after a cumulative ACK of rewound packets: in flight %d, shared %d", p.BytesInFlight(), shared.InFlight())
+	}
+	if rec.acked[0] != 1 || rec.acked[1] != 1 {
+		t.Fatalf("acked %v", rec.acked)
+	}
+	if got := rtt.Smoothed(); got > 10*time.Millisecond {
+		t.Fatalf("smoothed RTT %v after an ACK of rewound packets: took an ambiguous sample", got)
+	}
+	// Resent and acknowledged: a sample again, and nothing left in flight.
+	at := now.Add(time.Second)
+	for _, r := range []Ref{2, 3} {
+		p.OnSent(at, r, 1000)
+	}
+	p.OnCumulativeAck(at.Add(2*time.Millisecond), 4, 0, rec)
+	if p.BytesInFlight() != 0 || shared.InFlight() != 0 || rec.acked[3] != 1 {
+		t.Fatalf("end: in flight %d, shared %d, acked %v", p.BytesInFlight(), shared.InFlight(), rec.acked)
 	}
 }

@@ -226,7 +226,13 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, endpointDelay time.Du
 			p.stats.SpuriousLosses++
 			e.state = stateAcked
 			spurious += e.size
-			p.RTT.UpdateMax(now, now.Sub(e.sent))
+			if pn == blk.Largest {
+				// Its own arrival sent this ACK, so its age is how long
+				// acknowledging took. Covered by an ACK for later packets,
+				// its age may be that of a lost ACK, and on a shared path
+				// it would raise every connection's RTO.
+				p.RTT.UpdateMax(now, now.Sub(e.sent))
+			}
 			if p.rtoPending && !before(pn, p.rtoFirst) && before(pn, p.rtoEnd) {
 				p.rtoPending = false
 				p.stats.SpuriousTimeouts++
@@ -526,7 +532,10 @@ func (p *SentPath) Rewind(now time.Time, buf []Ref) []Ref {
 		if e.state == stateInFlight || e.state == stateLost {
 			buf = append(buf, e.ref)
 			if e.state == stateInFlight {
+				// Out of flight until resent: an ACK for it meanwhile
+				// must not take its bytes out a second time.
 				p.addInFlight(-e.size)
+				e.state = stateLost
 			}
 			p.stats.PacketsLost++
 		}
@@ -549,11 +558,13 @@ func (p *SentPath) OnCumulativeAck(now time.Time, cum protocol.PacketNumber, end
 	}
 	prior := p.inFlight
 	var acked protocol.ByteCount
-	var last *sentPacket
+	var last *sentPacket // the newest acknowledged packet sent once: an RTT sample
+	progress := false
 	for ; before(p.base, cum); p.base++ {
 		e := p.at(p.base)
 		if e.state == stateInFlight {
 			p.addInFlight(-e.size)
+			last = e
 		}
 		if e.state == stateAcked || e.state == 0 {
 			continue
@@ -563,10 +574,14 @@ func (p *SentPath) OnCumulativeAck(now time.Time, cum protocol.PacketNumber, end
 		p.stats.BytesAcked += uint64(e.size)
 		e.state = stateAcked
 		h.OnAcked(e.ref, e.size, false)
-		last = e
+		progress = true
 	}
 	if last != nil {
+		// Not from a rewound packet: its send time is not the one whose
+		// arrival this acknowledges (Karn).
 		p.RTT.Update(now, now.Sub(last.sent), endpointDelay)
+	}
+	if progress {
 		p.lastProgress = now
 		p.backoff = 0
 		p.CC.OnPacketAcked(now, acked, prior)
