@@ -19,7 +19,9 @@ import (
 type fabricPair struct {
 	f      *userspace.Fabric
 	a, b   *Transport
-	ca, cb *Conn
+	ca, cb *Conn // the first connection: dialed on host 0, accepted on host 1
+	// Every connection, as[i] dialed and bs[i] its accepted end.
+	as, bs []*Conn
 }
 
 // startFabric starts a userspace fabric of two hosts and a transport on
@@ -32,6 +34,13 @@ func startFabric(t *testing.T, planes []userspace.PlaneConfig, cfg Config) *fabr
 // startFabricWith is startFabric with fabric settings (its hosts, port,
 // planes and logger are filled in) and a configuration per host.
 func startFabricWith(t *testing.T, fc userspace.Config, planes []userspace.PlaneConfig, cfgA, cfgB Config) *fabricPair {
+	t.Helper()
+	return startFabricConns(t, fc, planes, cfgA, cfgB, 1)
+}
+
+// startFabricConns is startFabricWith with conns connections from host 0
+// to host 1.
+func startFabricConns(t *testing.T, fc userspace.Config, planes []userspace.PlaneConfig, cfgA, cfgB Config, conns int) *fabricPair {
 	t.Helper()
 	ctx := testenv.Context(t)
 	fc.Hosts, fc.Port, fc.Planes, fc.Logger = 2, testutil.FabricPort(t, 2, len(planes)), planes, testenv.Logger(t)
@@ -52,8 +61,36 @@ func startFabricWith(t *testing.T, fc userspace.Config, planes []userspace.Plane
 	ca, cb := cfgA, cfgB
 	ca.Local, cb.Local = la, lb
 	a, b := listenT(t, ca), listenT(t, cb)
-	c1, c2 := pair(t, ctx, a, b, pa)
-	return &fabricPair{f: f, a: a, b: b, ca: c1, cb: c2}
+	fp := &fabricPair{f: f, a: a, b: b}
+	for range conns {
+		x, y := pair(t, ctx, a, b, pa)
+		fp.as, fp.bs = append(fp.as, x), append(fp.bs, y)
+	}
+	fp.ca, fp.cb = fp.as[0], fp.bs[0]
+	return fp
+}
+
+// transferEach runs transfer on every connection of fp at once, n
+// messages of about size bytes each, and returns the time it took.
+func transferEach(t *testing.T, ctx context.Context, fp *fabricPair, n, size int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range fp.as {
+		wg.Go(func() { transfer(t, ctx, fp.as[i], fp.bs[i], n, size, 1) })
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// scaleConns is the number of connections of the tests' "at scale" runs:
+// 1,000, or 200 under the race detector, which makes each one dearer.
+var scaleConns = 1000
+
+func init() {
+	if raceEnabled {
+		scaleConns = 200
+	}
 }
 
 func planesOf(n int, pc userspace.PlaneConfig) []userspace.PlaneConfig {
@@ -86,18 +123,44 @@ func TestFabricLossAndReorder(t *testing.T) {
 				fp := startFabric(t, planesOf(4, tc.pc), Config{Mode: mode, PollMode: PollBlocking})
 				ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
 				defer cancel()
-				const size = 32 << 10
-				el := transfer(t, ctx, fp.ca, fp.cb, tc.msgs, size, 8)
-				st := fp.ca.Stats()
-				gp := float64(st.BytesAcked) * 8 / el.Seconds() / 1e6
-				t.Logf("%s %v: %d msgs, goodput %.1f Mbit/s of %d, retransmits %d (spurious %d), lost %d, timeouts %d, dup pkts at receiver %d",
-					tc.name, mode, tc.msgs, gp, 4*tc.pc.RateBps/1e6, st.Retransmits, st.SpuriousRetransmits, st.PacketsLost, st.Timeouts, fp.cb.Stats().DuplicatePackets)
-				logFabric(t, fp)
-				if fp.b.Stats().Garbage != 0 || fp.a.Stats().Garbage != 0 {
-					t.Errorf("garbage datagrams: %d %d", fp.a.Stats().Garbage, fp.b.Stats().Garbage)
+				el := transfer(t, ctx, fp.ca, fp.cb, tc.msgs, 32<<10, 8)
+				logTransfer(t, fp, tc.pc, el)
+			})
+			// The same at scale: every connection carries two messages.
+			t.Run(fmt.Sprintf("%s/%v/x%d", tc.name, mode, scaleConns), func(t *testing.T) {
+				if testing.Short() {
+					t.Skipf("dials %d connections; not in -short", scaleConns)
 				}
+				cfg := Config{Mode: mode, PollMode: PollBlocking, AcceptBacklog: scaleConns}
+				fp := startFabricConns(t, userspace.Config{}, planesOf(4, tc.pc), cfg, cfg, scaleConns)
+				ctx, cancel := context.WithTimeout(testenv.Context(t), 120*time.Second)
+				defer cancel()
+				el := transferEach(t, ctx, fp, 2, 8<<10)
+				logTransfer(t, fp, tc.pc, el)
 			})
 		}
+	}
+}
+
+// logTransfer logs what a transfer of el over fp cost, and fails the test
+// if either end saw garbage datagrams.
+func logTransfer(t *testing.T, fp *fabricPair, pc userspace.PlaneConfig, el time.Duration) {
+	t.Helper()
+	var acked, retx, spurious, lost, timeouts, dups uint64
+	for i := range fp.as {
+		st, rst := fp.as[i].Stats(), fp.bs[i].Stats()
+		acked += st.BytesAcked
+		retx += st.Retransmits
+		spurious += st.SpuriousRetransmits
+		lost += st.PacketsLost
+		timeouts += st.Timeouts
+		dups += rst.DuplicatePackets
+	}
+	t.Logf("%d connections: goodput %.1f Mbit/s of %d in %v, retransmits %d (spurious %d), lost %d, timeouts %d, dup pkts at receiver %d",
+		len(fp.as), float64(acked)*8/el.Seconds()/1e6, 4*pc.RateBps/1e6, el.Round(time.Millisecond), retx, spurious, lost, timeouts, dups)
+	logFabric(t, fp)
+	if fp.b.Stats().Garbage != 0 || fp.a.Stats().Garbage != 0 {
+		t.Errorf("garbage datagrams: %d %d", fp.a.Stats().Garbage, fp.b.Stats().Garbage)
 	}
 }
 
@@ -168,51 +231,67 @@ func (g *goodputMeter) rate(from, to time.Duration) float64 {
 }
 
 // TestFabricPlaneDown takes a plane down mid-transfer: no message is lost
-// and goodput is back to ≥90% of the surviving capacity within 100 ms.
-// Goodput depends on getting the CPU (the relays, both endpoints and the
-// test share it), so the scenario runs up to three times and the goodput
-// criterion must hold in one run; delivery must hold in every run.
+// and goodput is back to ≥90% of the surviving capacity within 100 ms, over
+// one connection and over 1,000. Goodput depends on getting the CPU (the
+// relays, both endpoints and the test share it), so the scenario runs up to
+// three times and the goodput criterion must hold in one run; delivery must
+// hold in every run.
 func TestFabricPlaneDown(t *testing.T) {
-	var ratios []float64
-	for attempt := 1; attempt <= 3; attempt++ {
-		var ratio float64
-		t.Run(fmt.Sprint("attempt", attempt), func(t *testing.T) { ratio = planeDownOnce(t) })
-		ratios = append(ratios, ratio)
-		if ratio >= 0.9 || raceEnabled || t.Failed() {
-			break
-		}
-	}
-	best := 0.0
-	for _, r := range ratios {
-		best = max(best, r)
-	}
-	if !raceEnabled && best < 0.9 {
-		t.Errorf("goodput after the failure reached at best %.0f%% of the surviving capacity (runs: %.2f), want ≥ 90%%", 100*best, ratios)
+	for _, conns := range []int{1, scaleConns} {
+		t.Run(fmt.Sprintf("x%d", conns), func(t *testing.T) {
+			if conns > 1 && testing.Short() {
+				t.Skipf("dials %d connections; not in -short", scaleConns)
+			}
+			var ratios []float64
+			for attempt := 1; attempt <= 3; attempt++ {
+				var ratio float64
+				t.Run(fmt.Sprint("attempt", attempt), func(t *testing.T) { ratio = planeDownOnce(t, conns) })
+				ratios = append(ratios, ratio)
+				if ratio >= 0.9 || raceEnabled || t.Failed() {
+					break
+				}
+			}
+			best := 0.0
+			for _, r := range ratios {
+				best = max(best, r)
+			}
+			if !raceEnabled && best < 0.9 {
+				t.Errorf("goodput after the failure reached at best %.0f%% of the surviving capacity (runs: %.2f), want ≥ 90%%", 100*best, ratios)
+			}
+		})
 	}
 }
 
-func planeDownOnce(t *testing.T) float64 {
+// planeDownOnce runs the plane-down scenario over conns connections and
+// returns the goodput after the failure as a share of the surviving
+// capacity. One connection has 8 senders with up to 8 messages of 16 KiB in
+// flight each; many connections have one sender each with one 4 KiB
+// message in flight.
+func planeDownOnce(t *testing.T, conns int) float64 {
 	const (
 		planes = 4
 		rate   = 25e6
-		size   = 16 << 10
 	)
-	fp := startFabric(t, planesOf(planes, userspace.PlaneConfig{RateBps: rate}), Config{PollMode: PollBlocking})
+	workers, depth, size := 8, 8, 16<<10
+	if conns > 1 {
+		workers, depth, size = 1, 1, 4<<10
+	}
+	cfg := Config{PollMode: PollBlocking, AcceptBacklog: conns}
+	fp := startFabricConns(t, userspace.Config{}, planesOf(planes, userspace.PlaneConfig{RateBps: rate}), cfg, cfg, conns)
 	ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
 	defer cancel()
 
 	m := &goodputMeter{start: time.Now(), width: 10 * time.Millisecond}
-	var sent atomic.Int64
+	var sent, nextIdx atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
+	errs := make(chan error, conns*workers)
+	for w := range conns * workers {
+		wg.Go(func() {
+			c := fp.as[w/workers]
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			var comps []*Completion
-			for i := w; ; i += 8 {
+			for {
 				select {
 				case <-stop:
 					for _, c := range comps {
@@ -223,14 +302,14 @@ func planeDownOnce(t *testing.T) float64 {
 					return
 				default:
 				}
-				c, err := fp.ca.SendAsync(ctx, makeMsg(rng, i, size))
+				comp, err := c.SendAsync(ctx, makeMsg(rng, int(nextIdx.Add(1)), size))
 				if err != nil {
 					errs <- err
 					return
 				}
 				sent.Add(1)
-				comps = append(comps, c)
-				if len(comps) > 8 {
+				comps = append(comps, comp)
+				if len(comps) >= depth {
 					if err := comps[0].Wait(ctx); err != nil {
 						errs <- err
 						return
@@ -238,27 +317,31 @@ func planeDownOnce(t *testing.T) float64 {
 					comps = comps[1:]
 				}
 			}
-		}(w)
+		})
 	}
+	var seenMu sync.Mutex
 	seen := map[int]bool{}
-	recvDone := make(chan error, 1)
 	var received atomic.Int64
-	go func() {
-		for {
-			msg, err := fp.cb.Recv(ctx)
-			if err != nil {
-				recvDone <- err
-				return
+	var recvWG sync.WaitGroup
+	for _, c := range fp.bs {
+		recvWG.Go(func() {
+			for {
+				msg, err := c.Recv(ctx)
+				if err != nil {
+					return // ctx ends the test's receivers
+				}
+				idx, ok := checkMsg(msg)
+				seenMu.Lock()
+				if !ok || seen[idx] {
+					t.Errorf("message %d corrupt (%v) or duplicated", idx, !ok)
+				}
+				seen[idx] = true
+				seenMu.Unlock()
+				m.add(len(msg))
+				received.Add(1)
 			}
-			idx, ok := checkMsg(msg)
-			if !ok || seen[idx] {
-				t.Errorf("message %d corrupt (%v) or duplicated", idx, !ok)
-			}
-			seen[idx] = true
-			m.add(len(msg))
-			received.Add(1)
-		}
-	}()
+		})
+	}
 
 	const downAt = 400 * time.Millisecond
 	waitUntil(m.start.Add(downAt))
@@ -275,7 +358,7 @@ func planeDownOnce(t *testing.T) float64 {
 		time.Sleep(time.Millisecond) // polling with a deadline
 	}
 	cancel()
-	<-recvDone
+	recvWG.Wait()
 	if received.Load() != sent.Load() {
 		t.Fatalf("sent %d messages, received %d", sent.Load(), received.Load())
 	}
@@ -289,10 +372,15 @@ func planeDownOnce(t *testing.T) float64 {
 	for i := int((downAt - 50*time.Millisecond) / m.width); i < int((downAt+200*time.Millisecond)/m.width); i++ {
 		series = append(series, int(m.rate(time.Duration(i)*m.width, time.Duration(i+1)*m.width)/1e6))
 	}
-	st := fp.ca.Stats()
-	t.Logf("goodput before %.1f Mbit/s (%.0f%% of %.0f), after %.1f Mbit/s (%.0f%% of surviving %.0f); 10ms series around the failure (Mbit/s): %v",
-		before/1e6, 100*before/full, full/1e6, after/1e6, 100*after/surviving, surviving/1e6, series)
-	t.Logf("messages %d, retransmits %d, timeouts %d, plane stats %+v", received.Load(), st.Retransmits, st.Timeouts, st.Planes)
+	var retx, timeouts uint64
+	for _, c := range fp.as {
+		st := c.Stats()
+		retx += st.Retransmits
+		timeouts += st.Timeouts
+	}
+	t.Logf("%d connections: goodput before %.1f Mbit/s (%.0f%% of %.0f), after %.1f Mbit/s (%.0f%% of surviving %.0f); 10ms series around the failure (Mbit/s): %v",
+		conns, before/1e6, 100*before/full, full/1e6, after/1e6, 100*after/surviving, surviving/1e6, series)
+	t.Logf("messages %d, retransmits %d, timeouts %d", received.Load(), retx, timeouts)
 	logFabric(t, fp)
 	return after / surviving
 }
