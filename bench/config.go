@@ -63,6 +63,9 @@ type Config struct {
 	Clients        int           // server: stop once this many client runs completed (0 = no limit)
 	MTU            int           // multipath/gbn: link MTU, datagrams are at most MTU-28 bytes
 	Poll           string        // multipath/gbn: poll mode (adaptive, busy, blocking; "" = transport default)
+	EgressCap      float64       // client, multipath/gbn: egress cap per connection in bit/s from the start (0 = none)
+	EgressStep     RateStep      // client, multipath/gbn: the egress cap changes at After into the run (After 0 = never)
+	Series         time.Duration // server: record verified goodput in buckets of this width (0 = none)
 	// OnTransport, if set, is called with each transport the multipath and
 	// gbn modes open (endpoint bench runs the agent on it).
 	OnTransport func(*transport.Transport)
@@ -90,6 +93,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MTU, "mtu", 1500, "multipath/gbn: link MTU; datagrams carry at most MTU-28 bytes")
 	fs.StringVar(&c.Poll, "poll", "", "multipath/gbn: poll mode adaptive | busy | blocking (default: the transport's, adaptive)")
 	fs.DurationVar(&c.Timeout, "timeout", 0, "server: stop after this long and report; fail if no client run completed by then (0 = no limit)")
+	fs.Var((*rate)(&c.EgressCap), "egress-cap", "client, multipath/gbn: cap each connection's egress at this rate from the start, bits/s with K, M or G, e.g. 600M (transport.SetRates, as a rate policy does; 0 = none)")
+	fs.Var((*rateStep)(&c.EgressStep), "egress-cap-at", "client, multipath/gbn: DURATION:RATE, change the egress cap that long into the run, e.g. 3s:300M; --json reports when (rate_changes)")
+	fs.DurationVar(&c.Series, "series", 0, "server: record verified goodput in buckets of this width from the first message, e.g. 10ms; --json reports them (series)")
 	fs.IntVar(&c.Clients, "clients", 0, "server: report and exit once this many client runs completed (0 = serve until -D ends or interrupted)")
 }
 
@@ -128,6 +134,12 @@ func (c *Config) Validate() error {
 		return bad("--mtu %d: want 576..65535", c.MTU)
 	case c.Conns < 1 || c.Conns > MaxConns:
 		return bad("-q %d: want 1..%d", c.Conns, MaxConns)
+	case (c.EgressCap > 0 || c.EgressStep.After > 0) && (c.Role != RoleClient || (c.Mode != ModeMultipath && c.Mode != ModeGBN)):
+		return bad("--egress-cap and --egress-cap-at: client of mode multipath or gbn only")
+	case c.EgressStep.After > 0 && c.Duration > 0 && c.EgressStep.After >= c.Duration:
+		return bad("--egress-cap-at %v: after the run's -D %v", c.EgressStep.After, c.Duration)
+	case c.Series < 0 || (c.Series > 0 && (c.Role != RoleServer || c.Series < time.Millisecond)):
+		return bad("--series %v: a server's bucket width of 1ms or more", c.Series)
 	}
 	return nil
 }

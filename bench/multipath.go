@@ -143,6 +143,18 @@ func (t *mpTransport) clientEndpoint(cfg *Config) (*transport.Transport, error) 
 	return tr, nil
 }
 
+// SetEgressCap implements egressCapper: the client endpoint's per
+// connection egress cap, in bit/s (0: none).
+func (t *mpTransport) SetEgressCap(bps float64) error {
+	t.mu.Lock()
+	tr := t.client
+	t.mu.Unlock()
+	if tr == nil {
+		return errors.New("bench: no client endpoint to cap")
+	}
+	return tr.SetRates(transport.Rate(bps/8), 0, nil)
+}
+
 // Close closes the transports the mode opened.
 func (t *mpTransport) Close() error {
 	t.mu.Lock()

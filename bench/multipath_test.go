@@ -26,54 +26,123 @@ func TestTransportModesOverUserspaceFabric(t *testing.T) {
 		{ModeGBN, 0, 0},
 	} {
 		t.Run(fmt.Sprintf("%s-loss%g-reorder%g", tc.mode, tc.loss, tc.reorder), func(t *testing.T) {
-			const planes = 4
-			pcs := make([]userspace.PlaneConfig, planes)
-			for i := range pcs {
-				pcs[i] = userspace.PlaneConfig{RateBps: 100e6, Loss: tc.loss, Reorder: tc.reorder, Seed: int64(i)}
-			}
-			ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
-			defer cancel()
-			f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Planes: pcs, Port: testutil.FabricPort(t, 2, planes), Logger: testenv.Logger(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { f.Close() })
-			var srvBind, cliBind, peer []netip.Addr
-			for p := range planes {
-				srvBind = append(srvBind, f.LocalAddr(1, p))
-				cliBind = append(cliBind, f.LocalAddr(0, p))
-				peer = append(peer, f.PeerAddr(1, p).Addr())
-			}
-			base := Config{Mode: tc.mode, Port: f.Port(), Size: 65536, Duration: time.Second, Conns: 1,
-				ConnectTimeout: 5 * time.Second, Interval: 250 * time.Millisecond, MTU: 1500}
-			scfg, ccfg := base, base
-			scfg.Role, scfg.Bind, scfg.Timeout = RoleServer, srvBind, 50*time.Second
-			ccfg.Role, ccfg.Bind, ccfg.Peer = RoleClient, cliBind, peer
-			type res struct {
-				r   Result
-				err error
-			}
-			done := make(chan res, 1)
-			go func() {
-				r, err := Run(ctx, scfg, &bytes.Buffer{}, &bytes.Buffer{})
-				done <- res{r, err}
-			}()
-			var out, errb bytes.Buffer
-			cli, cerr := Run(ctx, ccfg, &out, &errb)
-			srv := <-done
-			if cerr != nil || srv.err != nil {
-				t.Fatalf("client: %v, server: %v\n%s%s", cerr, srv.err, out.String(), errb.String())
-			}
-			if cli.Messages == 0 || cli.Messages != srv.r.Messages || cli.Errors != 0 {
-				t.Fatalf("client %+v server %+v", cli, srv.r)
+			ub := startUserspaceBench(t, userspace.PlaneConfig{RateBps: 100e6, Loss: tc.loss, Reorder: tc.reorder})
+			ub.scfg.Mode, ub.ccfg.Mode = tc.mode, tc.mode
+			srv, cli := ub.run(t)
+			if cli.Messages == 0 || cli.Messages != srv.Messages || cli.Errors != 0 {
+				t.Fatalf("client %+v server %+v", cli, srv)
 			}
 			t.Logf("%s: %.1f Mbit/s over the relay, retransmits %v, per plane %v", tc.mode, cli.GoodputBps/1e6, deref(cli.Retransmits), cli.PerPlaneBytes)
-			for p := range planes {
-				st := f.Stats(p)
+			for p := range ub.f.Planes() {
+				st := ub.f.Stats(p)
 				t.Logf("plane %d: drops %+v ecn %d", p, st.Drops, st.ECNMarked)
 			}
 		})
 	}
+}
+
+// A rate policy change is obeyed within 10 ms: the client's egress cap,
+// 200 Mbit/s, is halved half a second into the run over 4 planes of 100
+// Mbit/s; from the first 10 ms bucket of the server's series that starts
+// after the change on, the goodput conforms to the new cap (+5% for the
+// message quantum of a bucket) as a token bucket one bucket deep, and before
+// it to the old one.
+func TestEgressCapStepObeyedWithin10ms(t *testing.T) {
+	ub := startUserspaceBench(t, userspace.PlaneConfig{RateBps: 100e6})
+	const before, after = 200e6, 100e6
+	ub.scfg.Series = 10 * time.Millisecond
+	ub.scfg.Size, ub.ccfg.Size = 8192, 8192
+	ub.ccfg.Duration = 1500 * time.Millisecond
+	ub.ccfg.EgressCap, ub.ccfg.EgressStep = before, RateStep{After: 500 * time.Millisecond, Bps: after}
+	srv, cli := ub.run(t)
+	if len(cli.RateChanges) != 2 || srv.Series == nil {
+		t.Fatalf("rate changes %+v, series %v", cli.RateChanges, srv.Series != nil)
+	}
+	s, step := srv.Series, cli.RateChanges[1].AtUnixNs
+	end := s.StartUnixNs + int64(ub.ccfg.Duration)
+	settle, ok := s.Settle(step, end, 1.05*after)
+	t.Logf("before the step %.0f Mbit/s, after %.0f; settled %v after it; 10 ms buckets around it (Mbit/s): %.0f",
+		s.Mean(s.StartUnixNs+int64(100*time.Millisecond), step)/1e6, s.Mean(step+int64(50*time.Millisecond), end)/1e6, settle, around(s, step))
+	if !ok || settle >= 10*time.Millisecond {
+		t.Errorf("goodput kept within the new cap %v after the step (found %v), want within 10 ms", settle, ok)
+	}
+	from := s.StartUnixNs + int64(50*time.Millisecond) // past the start-up
+	if d, ok := s.Settle(from, step-int64(10*time.Millisecond), 1.05*before); !ok || d >= 10*time.Millisecond {
+		t.Errorf("before the step goodput was over the first cap (kept to it %v after 50 ms, %v)", d, ok)
+	}
+	if got := s.Mean(step+int64(50*time.Millisecond), end); got < 0.5*after {
+		t.Errorf("after the step goodput %.0f Mbit/s: the cap stalled the connection", got/1e6)
+	}
+}
+
+// around returns the series' buckets from 50 ms before at to 100 ms after.
+func around(s *Series, at int64) []float64 {
+	w := int64(s.WidthSeconds * 1e9)
+	i := int((at - s.StartUnixNs) / w)
+	lo, hi := max(0, i-5), min(len(s.Bps), i+10)
+	out := make([]float64, 0, hi-lo)
+	for _, b := range s.Bps[lo:hi] {
+		out = append(out, b/1e6)
+	}
+	return out
+}
+
+// userspaceBench is a bench server and client on two hosts of a userspace
+// fabric of 4 planes: multipath, 64 KiB messages, 1 connection, 1 s.
+type userspaceBench struct {
+	f          *userspace.Fabric
+	ctx        context.Context
+	scfg, ccfg Config
+}
+
+func startUserspaceBench(t *testing.T, pc userspace.PlaneConfig) *userspaceBench {
+	const planes = 4
+	pcs := make([]userspace.PlaneConfig, planes)
+	for i := range pcs {
+		pcs[i] = pc
+		pcs[i].Seed = int64(i)
+	}
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
+	t.Cleanup(cancel)
+	f, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Planes: pcs, Port: testutil.FabricPort(t, 2, planes), Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	var srvBind, cliBind, peer []netip.Addr
+	for p := range planes {
+		srvBind = append(srvBind, f.LocalAddr(1, p))
+		cliBind = append(cliBind, f.LocalAddr(0, p))
+		peer = append(peer, f.PeerAddr(1, p).Addr())
+	}
+	base := Config{Mode: ModeMultipath, Port: f.Port(), Size: 65536, Duration: time.Second, Conns: 1,
+		ConnectTimeout: 5 * time.Second, Interval: 250 * time.Millisecond, MTU: 1500}
+	ub := &userspaceBench{f: f, ctx: ctx, scfg: base, ccfg: base}
+	ub.scfg.Role, ub.scfg.Bind, ub.scfg.Timeout = RoleServer, srvBind, 50*time.Second
+	ub.ccfg.Role, ub.ccfg.Bind, ub.ccfg.Peer = RoleClient, cliBind, peer
+	return ub
+}
+
+// run runs the server and the client through Run (flags validated) and
+// fails the test if either fails.
+func (ub *userspaceBench) run(t *testing.T) (srv, cli Result) {
+	t.Helper()
+	type res struct {
+		r   Result
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		r, err := Run(ub.ctx, ub.scfg, &bytes.Buffer{}, &bytes.Buffer{})
+		done <- res{r, err}
+	}()
+	var out, errb bytes.Buffer
+	cli, cerr := Run(ub.ctx, ub.ccfg, &out, &errb)
+	s := <-done
+	if cerr != nil || s.err != nil {
+		t.Fatalf("client: %v, server: %v\n%s%s", cerr, s.err, out.String(), errb.String())
+	}
+	return s.r, cli
 }
 
 func deref(p *int64) any {

@@ -42,6 +42,11 @@ type Result struct {
 	Poll string `json:"poll,omitempty"`
 	// Latency (--lat) is the round trip statistics per message size.
 	Latency []LatencyStats `json:"latency,omitempty"`
+	// RateChanges (client, --egress-cap, --egress-cap-at): when the egress
+	// cap was set.
+	RateChanges []RateChange `json:"rate_changes,omitempty"`
+	// Series (server, --series): verified goodput per bucket.
+	Series *Series `json:"series,omitempty"`
 }
 
 // ClientResult is one client run as the server saw it.
@@ -69,17 +74,25 @@ type meter struct {
 	start       time.Time
 	mu          sync.Mutex
 	peak        float64
+	series      *seriesMeter // server --series
 	stop        chan struct{}
 	done        chan struct{}
 }
 
 func newMeter(cfg *Config, w io.Writer) *meter {
-	return &meter{cfg: cfg, w: w, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &meter{cfg: cfg, w: w, stop: make(chan struct{}), done: make(chan struct{})}
+	if cfg.Series > 0 && cfg.Role == RoleServer {
+		m.series = &seriesMeter{width: cfg.Series}
+	}
+	return m
 }
 
 func (m *meter) add(n int) {
 	m.bytes.Add(int64(n))
 	m.msgs.Add(1)
+	if m.series != nil {
+		m.series.add(time.Now(), n)
+	}
 }
 
 // set sets the totals (the server's verified counts, on the client).
@@ -91,6 +104,9 @@ func (m *meter) set(c counts) {
 // run prints progress until finish; start marks time zero.
 func (m *meter) run(start time.Time) {
 	m.start = start
+	if m.series != nil {
+		m.series.begin(start)
+	}
 	go func() {
 		defer close(m.done)
 		if m.cfg.Interval <= 0 {

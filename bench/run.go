@@ -97,9 +97,31 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	if hasStats {
 		ss.Begin(cfg)
 	}
+	capper, canCap := tr.(egressCapper)
+	if (cfg.EgressCap > 0 || cfg.EgressStep.After > 0) && !canCap {
+		return Result{}, fmt.Errorf("%w: --egress-cap: mode %s has no rate control", ErrUsage, cfg.Mode)
+	}
+	if cfg.EgressCap > 0 {
+		if err := capper.SetEgressCap(cfg.EgressCap); err != nil {
+			return Result{}, err
+		}
+		r.RateChanges = append(r.RateChanges, RateChange{AtUnixNs: time.Now().UnixNano(), EgressBps: cfg.EgressCap})
+	}
 	m := newMeter(cfg, stderr)
 	start := time.Now()
 	m.run(start)
+	stepped := make(chan RateChange, 1)
+	if st := cfg.EgressStep; st.After > 0 {
+		step := time.AfterFunc(st.After, func() {
+			at := time.Now()
+			if err := capper.SetEgressCap(st.Bps); err != nil {
+				fmt.Fprintf(stderr, "bench: --egress-cap-at: %v\n", err)
+				return
+			}
+			stepped <- RateChange{AtUnixNs: at.UnixNano(), EgressBps: st.Bps}
+		})
+		defer step.Stop()
+	}
 	stopAt := time.Time{}
 	if cfg.Duration > 0 {
 		stopAt = start.Add(cfg.Duration)
@@ -135,6 +157,11 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	wg.Wait()
 	elapsed := time.Since(start)
 	peak := m.finish()
+	select {
+	case rc := <-stepped:
+		r.RateChanges = append(r.RateChanges, rc)
+	default: // the run ended first
+	}
 	var errs []error
 	r.PerConnectionBytes = make([]int64, len(results))
 	for i, res := range results {
@@ -755,6 +782,9 @@ serve:
 		r.GoodputBps = float64(r.Bytes) * 8 / r.Seconds
 	}
 	r.PeakBps = max(peak, r.GoodputBps)
+	if m.series != nil {
+		r.Series = m.series.result()
+	}
 	if hasStats {
 		applyStats(&r, ss.End(cfg))
 	}

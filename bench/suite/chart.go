@@ -41,7 +41,7 @@ func WriteChart(w io.Writer, rep *Report) error {
 	var groups []group
 	for _, name := range c.Scenarios {
 		sc, _ := scenario(name)
-		if sc.Latency {
+		if !sc.Throughput() {
 			continue
 		}
 		for _, l := range c.lossesOf(sc) {
@@ -68,7 +68,7 @@ func WriteChart(w io.Writer, rep *Report) error {
 	for _, name := range c.Scenarios {
 		sc, _ := scenario(name)
 		switch {
-		case sc.Latency:
+		case !sc.Throughput():
 		case sc.Incast():
 			legend += fmt.Sprintf("%s = %d hosts into 1, -q %d   ", name, sc.Senders, sc.Conns)
 		case sc.Conns > 0:

@@ -52,7 +52,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	b.WriteString("---|---|\n")
 	for _, name := range c.Scenarios {
 		sc, _ := scenario(name)
-		if sc.Latency {
+		if !sc.Throughput() {
 			continue
 		}
 		for _, m := range c.modesOf(sc) {
@@ -151,6 +151,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	}
 
 	writeScale(&b, rep)
+	writeStep(&b, rep)
 
 	fmt.Fprintf(&b, "\n## Set-up\n\n")
 	fmt.Fprintf(&b, "- Fabric: `fabricsim/netns`, 2 hosts (host 0 = client, host 1 = server; I1: hosts 0-7 are clients, host 8 the server), one switch namespace with a Linux bridge per plane, "+
@@ -322,6 +323,34 @@ func writeScale(b *strings.Builder, rep *Report) {
 			l := f.Latency
 			fmt.Fprintf(b, "| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %d |\n", f.Mode, poll, l.MinUs, l.TypicalUs, l.AvgUs, l.P99Us, l.P999Us, l.MaxUs, l.Iterations)
 		}
+	}
+}
+
+// writeStep writes the S1 section, if it ran.
+func writeStep(b *strings.Builder, rep *Report) {
+	c := &rep.Config
+	sc, ok := scenario("S1")
+	if !ok || !slices.Contains(c.Scenarios, "S1") {
+		return
+	}
+	fmt.Fprintf(b, "\n## S1: a rate policy change on R1\n\n"+
+		"One connection, %d-byte messages, egress cap %.0f Mbit/s through `transport.SetRates` (`--egress-cap`), halved to %.0f Mbit/s at -D/2 (`--egress-cap-at`). "+
+		"The server records verified goodput in %v buckets (`--series`); *settled* is from the change to the first bucket from which goodput conforms to the new cap +%.0f%% "+
+		"(a token bucket that saves at most one bucket), the worst of the runs. Goodput before is the mean from %v to the change, after from %v after it to the end (medians).\n\n",
+		stepSize, stepFrom/1e6, stepTo/1e6, stepSeriesWidth, 100*(stepTolerance-1), stepBeforeFrom, stepAfterSettling)
+	fmt.Fprintf(b, "| mode | runs | settled (worst) | goodput before | of cap | goodput after | of cap |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range c.modesOf(sc) {
+		f := find(rep.Figures, sc.Name, 0, m)
+		if f == nil || f.Step == nil {
+			continue
+		}
+		st := f.Step
+		settled := "never"
+		if st.SettleMs >= 0 {
+			settled = fmt.Sprintf("%.1f ms", st.SettleMs)
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %.1f Mbit/s | %.1f%% | %.1f Mbit/s | %.1f%% |\n", m, len(f.Runs), settled,
+			st.GoodBefore/1e6, 100*st.GoodBefore/st.CapBefore, st.GoodAfter/1e6, 100*st.GoodAfter/st.CapAfter)
 	}
 }
 

@@ -22,6 +22,17 @@ import (
 // latencySize is L1's message size.
 const latencySize = 64
 
+// S1: 8 KiB messages (a 10 ms bucket holds about 45 of them at the lower
+// cap), one connection capped at stepFrom, then at stepTo.
+const (
+	stepSize          = 8192
+	stepFrom, stepTo  = 600e6, 300e6
+	stepSeriesWidth   = 10 * time.Millisecond
+	stepTolerance     = 1.05
+	stepBeforeFrom    = 500 * time.Millisecond
+	stepAfterSettling = 50 * time.Millisecond
+)
+
 func runScenario(ctx context.Context, cfg *Config, sc Scenario, raw io.Writer) ([]Run, error) {
 	planes := make([]netns.PlaneConfig, sc.Planes)
 	for i := range planes {
@@ -163,8 +174,12 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 	if poll := cmp.Or(r.Poll, cfg.Poll); poll != "" && (r.Mode == bench.ModeMultipath || r.Mode == bench.ModeGBN) {
 		common = append(common, "--poll", poll)
 	}
-	srv := f.Command(ctx, server, cfg.Endpoint, append([]string{"bench", "server", "--bind", addrs(f, server), "--clients", strconv.Itoa(senders),
-		"--timeout", (cfg.Duration + 60*time.Second).String(), "--json"}, common...)...)
+	srvArgs := []string{"bench", "server", "--bind", addrs(f, server), "--clients", strconv.Itoa(senders),
+		"--timeout", (cfg.Duration + 60*time.Second).String(), "--json"}
+	if sc.RateStep {
+		srvArgs = append(srvArgs, "--series", stepSeriesWidth.String())
+	}
+	srv := f.Command(ctx, server, cfg.Endpoint, append(srvArgs, common...)...)
 	var sout, serr bytes.Buffer
 	srv.Stdout, srv.Stderr = &sout, &serr
 	if sc.Latency {
@@ -188,8 +203,12 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 		return err
 	}
 	args := []string{"-s", strconv.Itoa(cfg.Size), "-D", cfg.Duration.String(), "-q", strconv.Itoa(cmp.Or(sc.Conns, cfg.Conns))}
-	if sc.Latency {
+	switch {
+	case sc.Latency:
 		args = []string{"--lat", "-s", strconv.Itoa(latencySize), "-D", cfg.Duration.String()}
+	case sc.RateStep:
+		args = []string{"-s", strconv.Itoa(stepSize), "-D", cfg.Duration.String(), "-q", "1",
+			"--egress-cap", fmt.Sprintf("%.0f", stepFrom), "--egress-cap-at", fmt.Sprintf("%v:%.0f", cfg.Duration/2, stepTo)}
 	}
 	type client struct {
 		cmd      *exec.Cmd
@@ -247,7 +266,35 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 		return fmt.Errorf("suite: bench output: %w", err)
 	}
 	r.Result = &res
+	if sc.RateStep {
+		var sres bench.Result
+		if err := json.Unmarshal([]byte(lastLine(sout.String())), &sres); err != nil {
+			return fmt.Errorf("suite: bench server output: %w", err)
+		}
+		step, err := stepFigure(&res, &sres, cfg.Duration)
+		if err != nil {
+			return err
+		}
+		r.Step = step
+	}
 	return nil
+}
+
+// stepFigure reads S1's figure from the client's rate changes and the
+// server's series.
+func stepFigure(cli, srv *bench.Result, d time.Duration) (*StepFigure, error) {
+	s := srv.Series
+	if s == nil || len(cli.RateChanges) != 2 {
+		return nil, fmt.Errorf("suite: S1: server series %v, client rate changes %d (want 2)", s != nil, len(cli.RateChanges))
+	}
+	at := cli.RateChanges[1].AtUnixNs
+	end := s.StartUnixNs + int64(d)
+	fg := &StepFigure{SettleMs: -1, CapBefore: stepFrom, CapAfter: stepTo,
+		GoodBefore: s.Mean(s.StartUnixNs+int64(stepBeforeFrom), at), GoodAfter: s.Mean(at+int64(stepAfterSettling), end)}
+	if settle, ok := s.Settle(at, end, stepTolerance*stepTo); ok {
+		fg.SettleMs = float64(settle) / 1e6
+	}
+	return fg, nil
 }
 
 func lastLine(s string) string {

@@ -39,15 +39,18 @@ import (
 
 // Scenario is one fabric shape and workload.
 type Scenario struct {
-	Name    string // R1, R2, R3-8, R3-4, C1, I1-1, I1-500, L1
+	Name    string // R1, R2, R3-8, R3-4, C1, I1-1, I1-500, L1, S1
 	Planes  int
 	RateBps int64 // per plane
 	MTU     int
-	Senders int          // client hosts, each running one client into the last host (0 = 1)
-	Conns   int          // -q of each client (0 = Config.Conns)
-	Latency bool         // --lat: 64-byte ping-pong per poll mode instead of throughput
-	Losses  []float64    // loss rates run (nil = Config.Losses)
-	Modes   []bench.Mode // modes run, of those configured (nil = all)
+	Senders int  // client hosts, each running one client into the last host (0 = 1)
+	Conns   int  // -q of each client (0 = Config.Conns)
+	Latency bool // --lat: 64-byte ping-pong per poll mode instead of throughput
+	// RateStep: the client's egress cap (stepFrom) is halved halfway through
+	// the run, and the server's 10 ms series shows how soon it is obeyed.
+	RateStep bool
+	Losses   []float64    // loss rates run (nil = Config.Losses)
+	Modes    []bench.Mode // modes run, of those configured (nil = all)
 }
 
 // LineRate is the server's aggregate ingress rate in bit/s.
@@ -55,6 +58,10 @@ func (s Scenario) LineRate() float64 { return float64(s.Planes) * float64(s.Rate
 
 // Hosts is the number of hosts of the scenario's fabric.
 func (s Scenario) Hosts() int { return max(1, s.Senders) + 1 }
+
+// Throughput reports whether the scenario belongs in the goodput table and
+// chart (L1 and S1 have their own).
+func (s Scenario) Throughput() bool { return !s.Latency && !s.RateStep }
 
 // Incast reports whether several clients send to one server.
 func (s Scenario) Incast() bool { return s.Senders > 1 }
@@ -73,6 +80,7 @@ var Scenarios = []Scenario{
 	{Name: "I1-1", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 1, Losses: []float64{0}, Modes: atScale},
 	{Name: "I1-500", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 500, Losses: []float64{0}, Modes: atScale},
 	{Name: "L1", Planes: 4, RateBps: 200e6, MTU: 1500, Latency: true, Losses: []float64{0}, Modes: atScale},
+	{Name: "S1", Planes: 4, RateBps: 200e6, MTU: 1500, RateStep: true, Losses: []float64{0}, Modes: []bench.Mode{bench.ModeMultipath}},
 }
 
 // ScenarioNames is every scenario's name, in report order.
@@ -126,6 +134,19 @@ type Run struct {
 	// SwitchDrops what the switch ports' shapers dropped (queue full).
 	PacketsSent uint64 `json:"packets_sent"`
 	SwitchDrops uint64 `json:"switch_drops"`
+	// Step is S1's figure, from the server's series.
+	Step *StepFigure `json:"rate_step,omitempty"`
+}
+
+// StepFigure is how a run obeyed a halved egress cap (S1).
+type StepFigure struct {
+	// SettleMs is from the change to the first 10 ms bucket from which the
+	// goodput conforms to the new cap (+5%, bench.Series.Settle); -1 never.
+	SettleMs   float64 `json:"settle_ms"`
+	CapBefore  float64 `json:"cap_before_bps"`
+	CapAfter   float64 `json:"cap_after_bps"`
+	GoodBefore float64 `json:"goodput_before_bps"` // mean from 0.5 s to the change
+	GoodAfter  float64 `json:"goodput_after_bps"`  // mean from 50 ms after it to the end
 }
 
 // Figure is the median of a (scenario, loss, mode, poll) cell.
@@ -142,6 +163,7 @@ type Figure struct {
 	Wall        float64             // median wall seconds
 	DropShare   float64             // median switch drops / packets sent
 	Latency     *bench.LatencyStats // L1: median of each column
+	Step        *StepFigure         // S1: median of each field; SettleMs the worst run's
 	Failed      int                 // runs that failed
 	Err         string              // the last failure
 }
@@ -321,6 +343,7 @@ func figure(sc Scenario, loss float64, mode bench.Mode, poll string, runs []Run)
 	fg := Figure{Scenario: sc, Loss: loss, Mode: mode, Poll: poll, Retrans: -1}
 	var rt, jain, wall, drops []float64
 	var lat [][]float64
+	var steps []*StepFigure
 	seen := false
 	for _, r := range runs {
 		if r.Scenario != sc.Name || r.Loss != loss || r.Mode != mode || r.Poll != poll {
@@ -343,6 +366,9 @@ func figure(sc Scenario, loss float64, mode bench.Mode, poll string, runs []Run)
 			drops = append(drops, float64(r.SwitchDrops)/float64(r.PacketsSent))
 		}
 		fg.FailedConns = max(fg.FailedConns, res.FailedConnections)
+		if r.Step != nil {
+			steps = append(steps, r.Step)
+		}
 		if len(res.Latency) > 0 {
 			l := res.Latency[0]
 			lat = append(lat, []float64{l.MinUs, l.TypicalUs, l.P99Us, l.P999Us, l.MaxUs, l.AvgUs, float64(l.Iterations)})
@@ -361,6 +387,9 @@ func figure(sc Scenario, loss float64, mode bench.Mode, poll string, runs []Run)
 	if len(drops) > 0 {
 		fg.DropShare = median(drops)
 	}
+	if len(steps) > 0 {
+		fg.Step = stepMedians(steps)
+	}
 	if len(lat) > 0 {
 		col := func(i int) float64 {
 			var v []float64
@@ -373,6 +402,29 @@ func figure(sc Scenario, loss float64, mode bench.Mode, poll string, runs []Run)
 			AvgUs: col(5), Iterations: int(col(6))}
 	}
 	return fg, true
+}
+
+// stepMedians is the median of each field of S1's runs, but SettleMs: the
+// worst run's (-1 if any run never settled).
+func stepMedians(steps []*StepFigure) *StepFigure {
+	col := func(f func(*StepFigure) float64) float64 {
+		var v []float64
+		for _, s := range steps {
+			v = append(v, f(s))
+		}
+		return median(v)
+	}
+	out := &StepFigure{CapBefore: steps[0].CapBefore, CapAfter: steps[0].CapAfter,
+		GoodBefore: col(func(s *StepFigure) float64 { return s.GoodBefore }),
+		GoodAfter:  col(func(s *StepFigure) float64 { return s.GoodAfter })}
+	for _, s := range steps {
+		if s.SettleMs < 0 {
+			out.SettleMs = -1
+			break
+		}
+		out.SettleMs = max(out.SettleMs, s.SettleMs)
+	}
+	return out
 }
 
 func median(v []float64) float64 {

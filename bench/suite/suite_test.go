@@ -35,6 +35,10 @@ func fakeReport() *Report {
 							if s.Latency {
 								r.Result.Latency = []bench.LatencyStats{{Bytes: 64, Iterations: 1000, TypicalUs: 20 + float64(i), P99Us: 40, P999Us: 80 + float64(i)}}
 							}
+							if s.RateStep {
+								r.Step = &StepFigure{SettleMs: 2 + 3*float64(i), CapBefore: 600e6, CapAfter: 300e6,
+									GoodBefore: 550e6 + 10e6*float64(i), GoodAfter: 280e6 + 5e6*float64(i)}
+							}
 						}
 						runs = append(runs, r)
 					}
@@ -60,7 +64,8 @@ func TestReportRendering(t *testing.T) {
 		"| multipath | 1% | 480.0 | 1.00 | 1.00 | 0.9100 | 2 | 10.0 |",          // C1: medians, worst failed count
 		"| I1-500 | 500 | mptcp | 480.0 | 60.0% | 0.9100 | 0.100% | 2 | 10.0 |", // I1: drops 1 of 1000
 		"| multipath | busy | 0.0 | 21.0 | 0.0 | 40.0 | 81.0 |",                 // L1, per poll mode
-		"| tcp | kernel |"} {
+		"| tcp | kernel |",
+		"| multipath | 3 | 8.0 ms | 560.0 Mbit/s | 93.3% | 285.0 Mbit/s | 95.0% |"} { // S1: worst settle, medians
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
@@ -142,5 +147,16 @@ func TestLineShare(t *testing.T) {
 func TestCPUProbe(t *testing.T) {
 	if d := CPUProbe(); d <= 0 || d > time.Minute {
 		t.Fatalf("CPU probe took %v", d)
+	}
+}
+
+// S1's figure: a run that never settled makes the cell "never".
+func TestStepMedians(t *testing.T) {
+	st := stepMedians([]*StepFigure{{SettleMs: 3, GoodAfter: 1}, {SettleMs: -1, GoodAfter: 3}, {SettleMs: 9, GoodAfter: 2}})
+	if st.SettleMs != -1 || st.GoodAfter != 2 {
+		t.Fatalf("%+v", st)
+	}
+	if st := stepMedians([]*StepFigure{{SettleMs: 3}, {SettleMs: 9}, {SettleMs: 4}}); st.SettleMs != 9 {
+		t.Fatalf("worst settle %v, want 9", st.SettleMs)
 	}
 }

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRateFlags(t *testing.T) {
+	for in, want := range map[string]float64{"300M": 300e6, "1.5G": 1.5e9, "800k": 800e3, "42": 42, "0": 0} {
+		var r rate
+		if err := r.Set(in); err != nil || float64(r) != want {
+			t.Errorf("rate %q: %v, %v; want %v", in, float64(r), err, want)
+		}
+	}
+	for _, in := range []string{"", "M", "-5M", "fast", "1e20"} {
+		var r rate
+		if err := r.Set(in); err == nil {
+			t.Errorf("rate %q accepted as %v", in, float64(r))
+		}
+	}
+	var s rateStep
+	if err := s.Set("3s:150M"); err != nil || s.After != 3*time.Second || s.Bps != 150e6 {
+		t.Errorf("step 3s:150M: %+v, %v", s, err)
+	}
+	for _, in := range []string{"3s", ":100M", "0s:100M", "-1s:100M", "2s:x"} {
+		var s rateStep
+		if err := s.Set(in); err == nil {
+			t.Errorf("step %q accepted as %+v", in, s)
+		}
+	}
+}
+
+func TestEgressCapFlagsValidated(t *testing.T) {
+	base := Config{Role: RoleClient, Mode: ModeMultipath, Bind: lo(1), Peer: lo(1), Port: 1, Size: 1024, Conns: 1, Duration: 4 * time.Second}
+	for name, bad := range map[string]func(c *Config){
+		"cap on tcp":           func(c *Config) { c.Mode, c.EgressCap = ModeTCP, 1e6 },
+		"cap on the server":    func(c *Config) { c.Role, c.EgressCap = RoleServer, 1e6 },
+		"step after the run":   func(c *Config) { c.EgressStep = RateStep{After: 5 * time.Second, Bps: 1e6} },
+		"series on the client": func(c *Config) { c.Series = 10 * time.Millisecond },
+		"series too fine":      func(c *Config) { c.Role, c.Series = RoleServer, time.Microsecond },
+	} {
+		c := base
+		bad(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	ok := base
+	ok.EgressCap, ok.EgressStep = 600e6, RateStep{After: 2 * time.Second, Bps: 300e6}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("a cap and a step within the run: %v", err)
+	}
+}
+
+// Settle: jitter that moves bytes into the next bucket conforms, a rate
+// over the limit does not, and a change shows from the bucket it starts.
+func TestSeriesSettle(t *testing.T) {
+	ms := int64(time.Millisecond)
+	s := &Series{WidthSeconds: 0.01, StartUnixNs: 1000 * ms,
+		Bps: []float64{200, 200, 200, 100, 80, 120, 100, 90, 110, 100}}
+	end := s.StartUnixNs + 100*ms
+	if d, ok := s.Settle(s.StartUnixNs+25*ms, end, 100); !ok || d != 5*time.Millisecond {
+		t.Errorf("step at 25 ms: settled %v %v, want 5ms", d, ok)
+	}
+	if d, ok := s.Settle(s.StartUnixNs, end, 100); !ok || d != 30*time.Millisecond {
+		t.Errorf("from the start: settled %v %v, want 30ms", d, ok)
+	}
+	over := &Series{WidthSeconds: 0.01, StartUnixNs: s.StartUnixNs, Bps: []float64{100, 105, 105, 105, 105, 105, 105}}
+	if d, ok := over.Settle(over.StartUnixNs, over.StartUnixNs+70*ms, 100); ok {
+		t.Errorf("5%% over the limit throughout conformed from %v", d)
+	}
+	if m := s.Mean(s.StartUnixNs+30*ms, end); m != 100 {
+		t.Errorf("mean %v, want 100", m)
+	}
+}
