@@ -233,8 +233,8 @@ func TestPeerMergesAcrossPlanes(t *testing.T) {
 }
 
 // TestDialingConnectionWaitsForItsTimers: while a peer does not answer, the
-// dialing connection runs for its INIT retransmissions only (every 25 ms),
-// not on every turn of its worker.
+// dialing connection runs for its INIT retransmissions only (from every
+// 100 ms, backing off), not on every turn of its worker.
 func TestDialingConnectionWaitsForItsTimers(t *testing.T) {
 	silent, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -277,6 +277,48 @@ func TestDialingConnectionWaitsForItsTimers(t *testing.T) {
 	t.Logf("%v of handshake: %d sender runs", timeout, runs)
 	if max := 3 * int(timeout/initInterval); runs > uint64(max) {
 		t.Fatalf("%d sender runs in %v of handshake, want at most %d (INIT every %v)", runs, timeout, max, initInterval)
+	}
+}
+
+// TestDialRetriesBackOff: INITs to a silent peer back off (100 ms, then
+// doubling, with jitter) instead of repeating at a fixed interval, so many
+// dials into a server that is behind do not bury it in retries.
+func TestDialRetriesBackOff(t *testing.T) {
+	silent, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	var arrivals []time.Time
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := silent.ReadFromUDP(buf); err != nil {
+				return
+			}
+			arrivals = append(arrivals, time.Now())
+		}
+	}()
+	const timeout = 1500 * time.Millisecond
+	tr := listenT(t, Config{Local: loopbackAddrs(1), HandshakeTimeout: timeout})
+	if _, err := tr.Dial(testenv.Context(t), []netip.AddrPort{silent.LocalAddr().(*net.UDPAddr).AddrPort()}); !errors.Is(err, ErrHandshakeTimeout) {
+		t.Fatalf("dial to a silent peer: %v", err)
+	}
+	silent.Close()
+	<-read
+	var gaps []time.Duration
+	for i := 1; i < len(arrivals); i++ {
+		gaps = append(gaps, arrivals[i].Sub(arrivals[i-1]).Round(time.Millisecond))
+	}
+	t.Logf("%d INITs in %v, gaps %v", len(arrivals), timeout, gaps)
+	// 100, 200, 400, 800 ms ±25%: 4 to 6 INITs in 1.5 s (60 at a fixed 25 ms).
+	if len(arrivals) < 3 || len(arrivals) > 7 {
+		t.Fatalf("%d INITs in %v of handshake, want 3 to 7", len(arrivals), timeout)
+	}
+	if last, first := gaps[len(gaps)-1], gaps[0]; last < 2*first {
+		t.Fatalf("INIT gaps %v do not grow", gaps)
 	}
 }
 
