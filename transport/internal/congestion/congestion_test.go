@@ -207,3 +207,25 @@ func TestPacer(t *testing.T) {
 		t.Fatalf("paced %d bytes in 1s at %v", sent, rate)
 	}
 }
+
+// Pacing spreads a window over the fabric's RTT, not over the whole
+// samples: a host slow to acknowledge (here 20 ms of each 20.1 ms sample)
+// must not pace the path at a hundredth of what the fabric carries.
+func TestPacingOverTheFabricRTT(t *testing.T) {
+	rtt := NewRTTStats()
+	cc := NewDelayAIMD(DefaultDelayAIMDConfig(1000), rtt)
+	now := time.Unix(0, 0)
+	for i := range 50 {
+		rtt.Update(now.Add(time.Duration(i)*time.Millisecond), 20100*time.Microsecond, 20*time.Millisecond)
+	}
+	if got := rtt.FabricSmoothed(); got < 90*time.Microsecond || got > 110*time.Microsecond {
+		t.Fatalf("fabric smoothed RTT %v, want about 100µs", got)
+	}
+	if got := rtt.Smoothed(); got < 19*time.Millisecond {
+		t.Fatalf("whole smoothed RTT %v, want about 20 ms (the RTO bounds the hosts' delay)", got)
+	}
+	perRTT := float64(cc.PacingRate()) * 100e-6 // bytes per fabric RTT
+	if w := float64(cc.CongestionWindow()); perRTT < w {
+		t.Fatalf("pacing lets out %.0f bytes per 100 µs fabric RTT, under the %.0f-byte window", perRTT, w)
+	}
+}

@@ -24,8 +24,8 @@ const (
 type RTTStats struct {
 	mu                sync.Mutex
 	smoothed, meanDev time.Duration
-	// min, latest: fabric delay (endpoint delay removed).
-	min, latest time.Duration
+	// min, latest, fabricSmoothed: fabric delay (endpoint delay removed).
+	min, latest, fabricSmoothed time.Duration
 	// roundMin is the smallest fabric sample of the current round, a filter
 	// against what noise is left: a real queue raises every sample in a round.
 	roundMin, lastRoundMin time.Duration
@@ -89,6 +89,7 @@ func (r *RTTStats) Update(now time.Time, sample, endpointDelay time.Duration) {
 	if !r.hasSample {
 		r.hasSample = true
 		r.smoothed = sample
+		r.fabricSmoothed = fabric
 		r.meanDev = sample / 2
 		r.roundMin, r.lastRoundMin, r.roundStart = fabric, fabric, now
 		return
@@ -99,6 +100,7 @@ func (r *RTTStats) Update(now time.Time, sample, endpointDelay time.Duration) {
 	}
 	r.meanDev = (3*r.meanDev + d) / 4
 	r.smoothed = (7*r.smoothed + sample) / 8
+	r.fabricSmoothed = (7*r.fabricSmoothed + fabric) / 8
 	if fabric < r.roundMin {
 		r.roundMin = fabric
 	}
@@ -142,6 +144,18 @@ func (r *RTTStats) smoothedRTT() time.Duration {
 		return DefaultInitialRTT
 	}
 	return r.smoothed
+}
+
+// FabricSmoothed returns the smoothed fabric share of the samples (at
+// least the minimum), or DefaultInitialRTT before any sample: how long a
+// window spends in the fabric, whatever the hosts add to acknowledging it.
+func (r *RTTStats) FabricSmoothed() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.hasSample {
+		return DefaultInitialRTT
+	}
+	return max(r.fabricSmoothed, r.min)
 }
 
 // RoundMin returns the smallest fabric sample of the last complete round
