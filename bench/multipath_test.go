@@ -157,8 +157,8 @@ func deref(p *int64) any {
 func TestWindowForBoundsMemory(t *testing.T) {
 	for _, tc := range []struct{ conns, size, want int }{
 		{1, 65536, maxWindow},
-		{64, 65536, maxWindow},
-		{1024, 65536, 4},
+		{64, 65536, 8},
+		{1024, 65536, 1},
 		{8192, 65536, 1},
 		{8192, 64, maxWindow},
 		{1, 16 << 20, 2},

@@ -82,7 +82,11 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	if err := checkFDs(cfg); err != nil {
 		return Result{}, err
 	}
+	dialStart := time.Now()
 	conns, err := dialAll(ctx, cfg, tr)
+	if err == nil {
+		fmt.Fprintf(stderr, "bench: client: %d connections in %v\n", len(conns), time.Since(dialStart).Round(time.Millisecond))
+	}
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
