@@ -208,24 +208,37 @@ func TestPacer(t *testing.T) {
 	}
 }
 
-// Pacing spreads a window over the fabric's RTT, not over the whole
-// samples: a host slow to acknowledge (here 20 ms of each 20.1 ms sample)
-// must not pace the path at a hundredth of what the fabric carries.
-func TestPacingOverTheFabricRTT(t *testing.T) {
-	rtt := NewRTTStats()
-	cc := NewDelayAIMD(DefaultDelayAIMDConfig(1000), rtt)
-	now := time.Unix(0, 0)
-	for i := range 50 {
-		rtt.Update(now.Add(time.Duration(i)*time.Millisecond), 20100*time.Microsecond, 20*time.Millisecond)
-	}
-	if got := rtt.FabricSmoothed(); got < 90*time.Microsecond || got > 110*time.Microsecond {
-		t.Fatalf("fabric smoothed RTT %v, want about 100µs", got)
-	}
-	if got := rtt.Smoothed(); got < 19*time.Millisecond {
-		t.Fatalf("whole smoothed RTT %v, want about 20 ms (the RTO bounds the hosts' delay)", got)
-	}
-	perRTT := float64(cc.PacingRate()) * 100e-6 // bytes per fabric RTT
-	if w := float64(cc.CongestionWindow()); perRTT < w {
-		t.Fatalf("pacing lets out %.0f bytes per 100 µs fabric RTT, under the %.0f-byte window", perRTT, w)
+// Pacing spreads a window over the smoothed RTT, but over at most the
+// fabric's share plus HostDelay: a host slow to acknowledge (here 20 ms of
+// each 20.1 ms sample) must not pace the path at a twentieth of what the
+// fabric carries, and with hosts that answer at once the pace is the whole
+// RTT's (no window-sized bursts).
+func TestPacingIgnoresSlowHosts(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		sample, host    time.Duration
+		wantRTT         time.Duration // the window goes out over this
+		wantFabric, tol time.Duration
+	}{
+		{"slow host", 20100 * time.Microsecond, 20 * time.Millisecond, 1100 * time.Microsecond, 100 * time.Microsecond, 10 * time.Microsecond},
+		{"prompt host", 600 * time.Microsecond, 500 * time.Microsecond, 600 * time.Microsecond, 100 * time.Microsecond, 10 * time.Microsecond},
+	} {
+		rtt := NewRTTStats()
+		cc := NewDelayAIMD(DefaultDelayAIMDConfig(1000), rtt)
+		now := time.Unix(0, 0)
+		for i := range 50 {
+			rtt.Update(now.Add(time.Duration(i)*time.Millisecond), tc.sample, tc.host)
+		}
+		if got := rtt.FabricSmoothed(); got < tc.wantFabric-tc.tol || got > tc.wantFabric+tc.tol {
+			t.Fatalf("%s: fabric smoothed RTT %v, want about %v", tc.name, got, tc.wantFabric)
+		}
+		if got := rtt.Smoothed(); got < tc.sample*9/10 {
+			t.Fatalf("%s: whole smoothed RTT %v, want about %v (the RTO bounds the hosts' delay)", tc.name, got, tc.sample)
+		}
+		gain := 2.0 // slow start
+		spread := time.Duration(gain * float64(cc.CongestionWindow()) / float64(cc.PacingRate()) * 1e9)
+		if spread < tc.wantRTT*95/100 || spread > tc.wantRTT*105/100 {
+			t.Errorf("%s: a window goes out over %v, want %v", tc.name, spread, tc.wantRTT)
+		}
 	}
 }

@@ -20,6 +20,10 @@ type DelayAIMDConfig struct {
 	// congestion even without delay: tail drops, or a path much lossier
 	// than the rest, which then carries less. 1% random loss never trips it.
 	LossBurst float64
+	// HostDelay is what the hosts normally add to a round trip (the
+	// receiver's ACK delay, a poll loop's turn): pacing spreads a window
+	// over the smoothed RTT, but over at most the fabric's share plus this.
+	HostDelay time.Duration
 }
 
 // DefaultDelayAIMDConfig returns defaults for a path with the given MSS.
@@ -31,6 +35,7 @@ func DefaultDelayAIMDConfig(mss protocol.ByteCount) DelayAIMDConfig {
 		MaxWindow:        32 << 20,
 		TargetQueueDelay: 1 * time.Millisecond,
 		LossBurst:        0.1,
+		HostDelay:        time.Millisecond,
 	}
 }
 
@@ -210,11 +215,12 @@ func (c *DelayAIMD) PacingRate() protocol.Rate {
 	if c.InSlowStart() {
 		gain = 2
 	}
-	// Over the fabric's RTT: a window takes that long on the wire. Whole
-	// samples add the hosts' delays in acknowledging (a busy receiver, a
-	// sender that reads its ACKs late); pacing by them, 8 hosts of 50
-	// connections into one paced at 1 Mbit/s per path with an 182 ms RTT
-	// whose fabric share was 0.2 ms.
-	rtt := c.rtt.FabricSmoothed()
+	// Over the smoothed RTT, which includes the hosts' normal delays (so a
+	// window is not sent in a burst), but over at most the fabric's share
+	// plus HostDelay: a host slow to acknowledge (a busy receiver, a sender
+	// that reads its ACKs late) must not slow the pace. Paced by whole
+	// samples, 8 hosts of 50 connections into one were paced at about
+	// 1 Mbit/s per path: RTT 45-650 ms, of which the fabric's 0.02-0.3 ms.
+	rtt := min(c.rtt.Smoothed(), c.rtt.FabricSmoothed()+c.cfg.HostDelay)
 	return protocol.Rate(gain * float64(c.cwnd) / rtt.Seconds())
 }
