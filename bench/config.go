@@ -66,6 +66,7 @@ type Config struct {
 	EgressCap      float64       // client, multipath/gbn: egress cap per connection in bit/s from the start (0 = none)
 	EgressStep     RateStep      // client, multipath/gbn: the egress cap changes at After into the run (After 0 = never)
 	Series         time.Duration // server: record verified goodput in buckets of this width (0 = none)
+	CPUProfile     string        // write a Go CPU profile of the run to this file ("" = none)
 	// OnTransport, if set, is called with each transport the multipath and
 	// gbn modes open (endpoint bench runs the agent on it).
 	OnTransport func(*transport.Transport)
@@ -96,6 +97,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*rate)(&c.EgressCap), "egress-cap", "client, multipath/gbn: cap each connection's egress at this rate from the start, bits/s with K, M or G, e.g. 600M (transport.SetRates, as a rate policy does; 0 = none)")
 	fs.Var((*rateStep)(&c.EgressStep), "egress-cap-at", "client, multipath/gbn: DURATION:RATE, change the egress cap that long into the run, e.g. 3s:300M; --json reports when (rate_changes)")
 	fs.DurationVar(&c.Series, "series", 0, "server: record verified goodput in buckets of this width from the first message, e.g. 10ms; --json reports them (series)")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.IntVar(&c.Clients, "clients", 0, "server: report and exit once this many client runs completed (0 = serve until -D ends or interrupted)")
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +30,13 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Result, err
 	if cl, ok := tr.(io.Closer); ok {
 		defer cl.Close()
 	}
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return Result{}, err
+		}
+		defer stop()
+	}
 	var r Result
 	switch {
 	case cfg.Role == RoleServer:
@@ -43,6 +52,19 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Result, err
 		}
 	}
 	return r, err
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func (cfg *Config) result() Result {

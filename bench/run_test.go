@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -529,5 +532,22 @@ func TestLatencySizes(t *testing.T) {
 	}
 	if err := (*sizeList)(&c).Set("16"); err == nil {
 		t.Fatal("-s 16 accepted")
+	}
+}
+
+func TestCPUProfileWritten(t *testing.T) {
+	cfg := Config{Mode: ModeTCP, Role: RoleClient, Size: 4096, Iterations: 1, Conns: 1,
+		Bind: lo(1), Peer: lo(1), Port: freePort(t), ConnectTimeout: 200 * time.Millisecond}
+	cfg.CPUProfile = filepath.Join(t.TempDir(), "cpu.prof")
+	if _, err := Run(testenv.Context(t), cfg, io.Discard, io.Discard); err == nil {
+		t.Fatal("client with no server: want a dial error")
+	}
+	b, err := os.ReadFile(cfg.CPUProfile)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile %q: %d bytes, %v: want a gzipped pprof profile", cfg.CPUProfile, len(b), err)
+	}
+	cfg.CPUProfile = filepath.Join(t.TempDir(), "missing", "cpu.prof")
+	if _, err := Run(testenv.Context(t), cfg, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Fatalf("unwritable --cpuprofile: got %v, want an error naming the flag", err)
 	}
 }
