@@ -24,6 +24,9 @@ type mpTransport struct {
 	ts     []*transport.Transport
 	client *transport.Transport
 	conns  []*transport.Conn
+	// closedIO is the I/O counters of the endpoints Close closed (a server
+	// closes its listener before it reports).
+	closedIO *IOStats
 }
 
 // maxWindow is the most messages a connection keeps in flight
@@ -167,6 +170,9 @@ func (t *mpTransport) Close() error {
 	t.mu.Lock()
 	ts := t.ts
 	t.ts, t.client = nil, nil
+	if len(ts) > 0 {
+		t.closedIO = ioStats(ts)
+	}
 	t.mu.Unlock()
 	var errs []error
 	for _, tr := range ts {
@@ -177,7 +183,7 @@ func (t *mpTransport) Close() error {
 
 // Begin and End report retransmits and per-plane bytes from the
 // connections' own counters (bytes sent per plane on the client, payload
-// bytes received per plane on the server).
+// bytes received per plane on the server), and the endpoints' I/O counters.
 func (t *mpTransport) Begin(cfg *Config) {}
 
 func (t *mpTransport) End(cfg *Config) Stats {
@@ -199,7 +205,23 @@ func (t *mpTransport) End(cfg *Config) Stats {
 			}
 		}
 	}
-	return Stats{Retransmits: &rt, PlaneBytes: planes}
+	io := t.closedIO
+	if len(t.ts) > 0 {
+		io = ioStats(t.ts)
+	}
+	return Stats{Retransmits: &rt, PlaneBytes: planes, IO: io}
+}
+
+func ioStats(ts []*transport.Transport) *IOStats {
+	var txp, txb, rxp, rxb, drops uint64
+	for _, tr := range ts {
+		for _, p := range tr.Stats().Planes {
+			txp, txb, rxp, rxb = txp+p.TxPackets, txb+p.TxBatches, rxp+p.RxPackets, rxb+p.RxBatches
+			drops += p.KernelDrops
+		}
+	}
+	per := func(n, calls uint64) float64 { return float64(n) / float64(max(calls, 1)) }
+	return &IOStats{TxPerCall: per(txp, txb), RxPerCall: per(rxp, rxb), SocketDrops: drops}
 }
 
 type mpListener struct {

@@ -32,7 +32,12 @@ func TestTransportModesOverUserspaceFabric(t *testing.T) {
 			if cli.Messages == 0 || cli.Messages != srv.Messages || cli.Errors != 0 {
 				t.Fatalf("client %+v server %+v", cli, srv)
 			}
-			t.Logf("%s: %.1f Mbit/s over the relay, retransmits %v, per plane %v", tc.mode, cli.GoodputBps/1e6, deref(cli.Retransmits), cli.PerPlaneBytes)
+			for _, r := range []Result{cli, srv} {
+				if r.IO == nil || r.IO.TxPerCall < 1 || r.IO.RxPerCall < 1 {
+					t.Fatalf("%s: socket I/O %+v: want at least one datagram per call each way", r.Role, r.IO)
+				}
+			}
+			t.Logf("%s: %.1f Mbit/s over the relay, retransmits %v, per plane %v, client I/O %+v", tc.mode, cli.GoodputBps/1e6, deref(cli.Retransmits), cli.PerPlaneBytes, *cli.IO)
 			for p := range ub.f.Planes() {
 				st := ub.f.Stats(p)
 				t.Logf("plane %d: drops %+v ecn %d", p, st.Drops, st.ECNMarked)

@@ -12,19 +12,20 @@ import (
 
 // Result is the outcome of a run, printed as the --json line.
 type Result struct {
-	Mode          Mode    `json:"mode"`
-	Role          Role    `json:"role"`
-	GoodputBps    float64 `json:"goodput_bps"` // verified bits per second
-	PeakBps       float64 `json:"peak_bps"`    // best progress interval
-	Bytes         int64   `json:"bytes"`       // verified message bytes, headers included
-	Seconds       float64 `json:"seconds"`
-	Messages      int64   `json:"messages"`
-	Size          int     `json:"size"`
-	Retransmits   *int64  `json:"retransmits"` // null when unknown
-	Connections   int     `json:"connections"`
-	Planes        int     `json:"planes"`
-	PerPlaneBytes []int64 `json:"per_plane_bytes"` // null when unknown
-	Errors        int64   `json:"errors"`
+	Mode          Mode     `json:"mode"`
+	Role          Role     `json:"role"`
+	GoodputBps    float64  `json:"goodput_bps"` // verified bits per second
+	PeakBps       float64  `json:"peak_bps"`    // best progress interval
+	Bytes         int64    `json:"bytes"`       // verified message bytes, headers included
+	Seconds       float64  `json:"seconds"`
+	Messages      int64    `json:"messages"`
+	Size          int      `json:"size"`
+	Retransmits   *int64   `json:"retransmits"` // null when unknown
+	Connections   int      `json:"connections"`
+	Planes        int      `json:"planes"`
+	PerPlaneBytes []int64  `json:"per_plane_bytes"` // null when unknown
+	IO            *IOStats `json:"io"`              // null when unknown
+	Errors        int64    `json:"errors"`
 	// FailedConnections counts connections that ended without their
 	// result (client) or before the end of their run (server).
 	FailedConnections int `json:"failed_connections"`
@@ -200,6 +201,10 @@ func WriteReport(w io.Writer, cfg *Config, r Result) error {
 		fmt.Fprintln(&b)
 	} else {
 		fmt.Fprintf(&b, " per-plane bytes : unknown\n")
+	}
+	if r.IO != nil {
+		fmt.Fprintf(&b, " socket I/O      : %.1f datagrams per send call, %.1f per receive call, %d dropped by the kernel\n",
+			r.IO.TxPerCall, r.IO.RxPerCall, r.IO.SocketDrops)
 	}
 	fmt.Fprintf(&b, " verified        : %d messages, %d bytes, %d errors in %.3f s\n", r.Messages, r.Bytes, r.Errors, r.Seconds)
 	fmt.Fprintf(&b, " connections     : %d failed of %d, Jain's fairness %.4f\n", r.FailedConnections, r.Connections, r.JainFairness)

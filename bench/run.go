@@ -74,6 +74,7 @@ func (cfg *Config) result() Result {
 func applyStats(r *Result, st Stats) {
 	r.Retransmits = st.Retransmits
 	r.PerPlaneBytes = st.PlaneBytes
+	r.IO = st.IO
 }
 
 // dial connects with retries until cfg.ConnectTimeout: the server may

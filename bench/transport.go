@@ -39,7 +39,17 @@ type Conn interface {
 // where Retransmits or PlaneBytes is nil when it does not know.
 type Stats struct {
 	Retransmits *int64
-	PlaneBytes  []int64 // bytes sent (client) or received (server) per plane
+	PlaneBytes  []int64  // bytes sent (client) or received (server) per plane
+	IO          *IOStats // nil when unknown
+}
+
+// IOStats are the socket I/O counters of the run's endpoints, all planes
+// together: datagrams per send and receive call (batching), and datagrams
+// the kernel dropped for lack of socket buffer.
+type IOStats struct {
+	TxPerCall   float64 `json:"tx_datagrams_per_call"`
+	RxPerCall   float64 `json:"rx_datagrams_per_call"`
+	SocketDrops uint64  `json:"socket_drops"`
 }
 
 // StatsSource is implemented by transports that can report on a run: Begin
