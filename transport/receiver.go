@@ -216,9 +216,7 @@ func (c *Conn) afterBatch(now time.Time, pl *plane) {
 	} else {
 		c.mu.Unlock()
 	}
-	for _, ob := range obs[:nob] {
-		c.flushOne(ob)
-	}
+	pl.acks = append(pl.acks, obs[:nob]...) // sent together after the batch
 	if wake {
 		c.wakeSender()
 	}

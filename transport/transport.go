@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -71,6 +72,7 @@ type plane struct {
 	// scratch for the poll goroutine
 	ackBlocks []wire.PathAck
 	touched   []*Conn
+	acks      []outBatch // ACKs built after a receive batch, sent together
 }
 
 // Listen binds a Transport to cfg.Local and starts its poll loops.
@@ -258,6 +260,45 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 	}
 	clear(pl.touched)
 	pl.touched = pl.touched[:0]
+	t.flushAcks(pl)
+}
+
+// flushAcks sends the ACKs the connections built after a receive batch,
+// coalesced into as few send calls as there are ports (a receiver of
+// many connections acked each in its own call: one datagram per call).
+func (t *Transport) flushAcks(pl *plane) {
+	var cur outBatch
+	send := func() {
+		if cur.batch != nil {
+			if err := cur.port.Send(cur.batch); err != nil && !errors.Is(err, ioengine.ErrClosed) {
+				t.cfg.Logger.Debug("ack send failed", "plane", pl.idx, "err", err)
+			}
+			cur.batch.Release()
+			cur = outBatch{}
+		}
+	}
+	for i, ob := range pl.acks {
+		pl.acks[i] = outBatch{}
+		if cur.batch != nil && (cur.port != ob.port || cur.batch.Full()) {
+			send()
+		}
+		if cur.batch == nil {
+			cur = ob
+			continue
+		}
+		for _, pk := range ob.batch.Pkts {
+			if cur.batch.Full() {
+				send()
+				cur = outBatch{ob.port, ob.port.Pool().Get()}
+			}
+			np := cur.batch.Next()
+			np.Buf = append(np.Buf, pk.Buf...)
+			np.Addr = pk.Addr
+		}
+		ob.batch.Release()
+	}
+	send()
+	pl.acks = pl.acks[:0]
 }
 
 // arrival returns when a datagram reached this host: now less the time it
