@@ -800,15 +800,7 @@ func (c *Conn) flushData(out []outBatch) {
 	c.mu.Unlock()
 }
 
-func (c *Conn) flushOne(ob outBatch) {
-	if ob.batch == nil {
-		return
-	}
-	if err := ob.port.Send(ob.batch); err != nil && !errors.Is(err, ioengine.ErrClosed) {
-		c.t.cfg.Logger.Debug("send failed", "conn", c.id, "err", err)
-	}
-	ob.batch.Release()
-}
+func (c *Conn) flushOne(ob outBatch) { c.t.sendOut(ob, "send failed", "conn", c.id) }
 
 func (c *Conn) sendHandshake(typ wire.Type, plane int) {
 	h := wire.Handshake{

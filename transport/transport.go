@@ -269,13 +269,8 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 func (t *Transport) flushAcks(pl *plane) {
 	var cur outBatch
 	send := func() {
-		if cur.batch != nil {
-			if err := cur.port.Send(cur.batch); err != nil && !errors.Is(err, ioengine.ErrClosed) {
-				t.cfg.Logger.Debug("ack send failed", "plane", pl.idx, "err", err)
-			}
-			cur.batch.Release()
-			cur = outBatch{}
-		}
+		t.sendOut(cur, "ack send failed", "plane", pl.idx)
+		cur = outBatch{}
 	}
 	for i, ob := range pl.acks {
 		pl.acks[i] = outBatch{}
@@ -299,6 +294,18 @@ func (t *Transport) flushAcks(pl *plane) {
 	}
 	send()
 	pl.acks = pl.acks[:0]
+}
+
+// sendOut sends ob's batch (if any) and releases it; a failure other than
+// a closed port is logged as msg with args.
+func (t *Transport) sendOut(ob outBatch, msg string, args ...any) {
+	if ob.batch == nil {
+		return
+	}
+	if err := ob.port.Send(ob.batch); err != nil && !errors.Is(err, ioengine.ErrClosed) {
+		t.cfg.Logger.Debug(msg, append(args, "err", err)...)
+	}
+	ob.batch.Release()
 }
 
 // arrival returns when a datagram reached this host: now less the time it
