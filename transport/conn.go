@@ -53,7 +53,7 @@ type Conn struct {
 	// sleepUntil is when the sender next runs by itself; the
 	// poll loop wakes it sooner only when a deadline moved before it.
 	sleepUntil time.Time
-	// txMu orders data flushes between the sender (sched.go) and the poll
+	// txMu orders data flushes between the worker (sched.go) and the poll
 	// loops: taken while mu is held, so batches leave in the order fill
 	// built them (per-path sequence numbers stay in order on the wire).
 	txMu sync.Mutex
@@ -783,11 +783,21 @@ func (c *Conn) buildClose() []outBatch {
 	return obs
 }
 
-// flushData sends data batches taken from c.out, after any batches taken
-// before them (txMu is taken before mu is released), and gives the slice
-// back for reuse. c.mu is held on entry and released on return.
+// flushData sends data batches the poll loop took from c.out (c.mu held,
+// released), after any batches taken before them: txMu is taken before mu
+// is released. When it is held (batches of c wait in its worker), these
+// go back to c.out for the worker to send after them.
 func (c *Conn) flushData(out []outBatch) {
-	c.txMu.Lock()
+	if !c.txMu.TryLock() {
+		if len(c.out) == 0 {
+			c.out = out
+		} else {
+			c.out = append(c.out, out...)
+		}
+		c.mu.Unlock()
+		c.wakeSender()
+		return
+	}
 	c.mu.Unlock()
 	for _, ob := range out {
 		c.flushOne(ob)

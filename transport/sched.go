@@ -17,6 +17,16 @@ import (
 // waiting for its next deadline (in the worker's heap of deadlines), or
 // idle. So the goroutines and timers of a transport are constant in the
 // number of its connections, and connections with data take turns.
+//
+// A worker sends the batches of its connections' turns coalesced per port
+// (coalesce.go): they leave when workerFlushDatagrams are held, when the
+// run queue is empty, or before the same connection runs again. A
+// connection's txMu stays locked while its batches are held, so what it
+// builds later (in the poll loop too) leaves after them.
+
+// workerFlushDatagrams held in a worker's partial batches make it send
+// them: enough for several datagrams per send call on each of 4-8 ports.
+const workerFlushDatagrams = 64
 
 // worker runs the send work of the connections assigned to it.
 type worker struct {
@@ -24,6 +34,23 @@ type worker struct {
 	ready   []*Conn   // woken, in turn
 	waiting deadlines // by next deadline
 	kick    chan struct{}
+
+	// worker goroutine only
+	tx    coalescer
+	stage []outBatch
+	held  []*Conn // whose batches tx holds, their txMu locked
+}
+
+// flush sends the batches the worker holds and lets their connections
+// send again.
+func (w *worker) flush() {
+	w.tx.flush()
+	for i, c := range w.held {
+		c.sched.staged = false
+		c.txMu.Unlock()
+		w.held[i] = nil
+	}
+	w.held = w.held[:0]
 }
 
 // schedState is a connection's place in its worker, guarded by worker.mu
@@ -35,13 +62,14 @@ type schedState struct {
 	index  int       // in w.waiting, -1 when not there
 	woken  bool      // woken since it last ran (counted as a wake)
 	ended  bool      // the connection ended: never run again
+	staged bool      // its batches are in w.held (worker goroutine only)
 }
 
 func (t *Transport) startWorkers() {
 	n := max(1, runtime.GOMAXPROCS(0))
 	t.workers = make([]*worker, n)
 	for i := range t.workers {
-		w := &worker{kick: make(chan struct{}, 1)}
+		w := &worker{kick: make(chan struct{}, 1), tx: coalescer{t: t, msg: "send failed"}}
 		t.workers[i] = w
 		t.wg.Add(1)
 		go t.runWorker(w)
@@ -82,6 +110,7 @@ func (t *Transport) runWorker(w *worker) {
 	defer t.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	defer w.flush()
 	for {
 		now := t.cfg.clock.Now()
 		w.mu.Lock()
@@ -104,7 +133,22 @@ func (t *Transport) runWorker(w *worker) {
 			woken := c.sched.woken
 			c.sched.woken = false
 			w.mu.Unlock()
-			more, next, done := c.sendWork(woken)
+			if c.sched.staged {
+				w.flush()
+			}
+			more, next, done, staged := c.sendWork(woken, w.stage[:0])
+			if len(staged) > 0 {
+				for _, ob := range staged {
+					w.tx.add(ob)
+				}
+				clear(staged)
+				w.stage = staged[:0]
+				c.sched.staged = true
+				w.held = append(w.held, c)
+				if w.tx.n >= workerFlushDatagrams {
+					w.flush()
+				}
+			}
 			w.mu.Lock()
 			switch {
 			case done:
@@ -131,6 +175,11 @@ func (t *Transport) runWorker(w *worker) {
 				heap.Remove(&w.waiting, c.sched.index)
 			}
 			w.mu.Unlock()
+			continue
+		}
+		if len(w.held) > 0 {
+			w.mu.Unlock()
+			w.flush()
 			continue
 		}
 		d := time.Duration(1<<62 - 1)

@@ -21,11 +21,14 @@ const (
 )
 
 // sendWork is one turn of the connection's sender, run by its worker
-// (sched.go): it handles the timers that are due, builds packets under the
-// lock and writes them in per-socket batches without it. It reports whether
-// it filled a round (more may go at once), when it is next due (zero:
-// only when woken) and whether the connection ended.
-func (c *Conn) sendWork(woken bool) (more bool, next time.Time, done bool) {
+// (sched.go): it handles the timers that are due and builds packets under
+// the lock. It appends the batches it built to stage and returns them with
+// c.txMu held (when there are any): the worker sends them coalesced with
+// other connections' and then unlocks txMu, so they leave before any the
+// connection builds later. It reports whether it filled a round (more may
+// go at once), when it is next due (zero: only when woken) and whether the
+// connection ended.
+func (c *Conn) sendWork(woken bool, stage []outBatch) (more bool, next time.Time, done bool, staged []outBatch) {
 	c.mu.Lock()
 	c.stats.runs++
 	if woken {
@@ -33,13 +36,13 @@ func (c *Conn) sendWork(woken bool) (more bool, next time.Time, done bool) {
 	}
 	if c.state == stateDone {
 		c.mu.Unlock()
-		return false, time.Time{}, true
+		return false, time.Time{}, true, stage
 	}
 	now := c.cfg.clock.Now()
 	c.onTimers(now)
 	if c.state == stateDone {
 		c.mu.Unlock()
-		return false, time.Time{}, true
+		return false, time.Time{}, true, stage
 	}
 	n := 0
 	if c.state != stateHandshake {
@@ -47,13 +50,17 @@ func (c *Conn) sendWork(woken bool) (more bool, next time.Time, done bool) {
 	}
 	next = c.nextDeadline(now)
 	c.sleepUntil = next
-	out := c.out
-	c.out = nil
 	if n > 0 {
 		c.lastSend = now
 	}
-	c.flushData(out)
-	return n > 0, next, false
+	staged = append(stage, c.out...)
+	clear(c.out)
+	c.out = c.out[:0]
+	if len(staged) > len(stage) {
+		c.txMu.Lock()
+	}
+	c.mu.Unlock()
+	return n > 0, next, false, staged
 }
 
 // hooks adapts a Conn to the interfaces of its internal packages

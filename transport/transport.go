@@ -73,6 +73,7 @@ type plane struct {
 	ackBlocks []wire.PathAck
 	touched   []*Conn
 	acks      []outBatch // ACKs built after a receive batch, sent together
+	ackTx     coalescer
 }
 
 // Listen binds a Transport to cfg.Local and starts its poll loops.
@@ -101,7 +102,8 @@ func Listen(cfg Config) (*Transport, error) {
 			cancel()
 			return nil, fmt.Errorf("transport: plane %d: %w", i, err)
 		}
-		t.planes = append(t.planes, &plane{idx: i, port: port, entropy: []*ioengine.Port{port}})
+		t.planes = append(t.planes, &plane{idx: i, port: port, entropy: []*ioengine.Port{port},
+			ackTx: coalescer{t: t, msg: "ack send failed"}})
 	}
 	t.startWorkers()
 	if cfg.PollMode == PollBusy {
@@ -264,35 +266,13 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 }
 
 // flushAcks sends the ACKs the connections built after a receive batch,
-// coalesced into as few send calls as there are ports (a receiver of
-// many connections acked each in its own call: one datagram per call).
+// coalesced into as few send calls as there are ports.
 func (t *Transport) flushAcks(pl *plane) {
-	var cur outBatch
-	send := func() {
-		t.sendOut(cur, "ack send failed", "plane", pl.idx)
-		cur = outBatch{}
-	}
 	for i, ob := range pl.acks {
 		pl.acks[i] = outBatch{}
-		if cur.batch != nil && (cur.port != ob.port || cur.batch.Full()) {
-			send()
-		}
-		if cur.batch == nil {
-			cur = ob
-			continue
-		}
-		for _, pk := range ob.batch.Pkts {
-			if cur.batch.Full() {
-				send()
-				cur = outBatch{ob.port, ob.port.Pool().Get()}
-			}
-			np := cur.batch.Next()
-			np.Buf = append(np.Buf, pk.Buf...)
-			np.Addr = pk.Addr
-		}
-		ob.batch.Release()
+		pl.ackTx.add(ob)
 	}
-	send()
+	pl.ackTx.flush()
 	pl.acks = pl.acks[:0]
 }
 
