@@ -266,6 +266,15 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 		return fmt.Errorf("suite: bench output: %w", err)
 	}
 	r.Result = &res
+	if sc.Incast() {
+		for h, c := range clients {
+			var cres bench.Result
+			if err := json.Unmarshal([]byte(lastLine(c.out.String())), &cres); err != nil {
+				return fmt.Errorf("suite: bench output of client %d: %w", h, err)
+			}
+			r.ClientIO = append(r.ClientIO, cres.IO)
+		}
+	}
 	if sc.RateStep {
 		var sres bench.Result
 		if err := json.Unmarshal([]byte(lastLine(sout.String())), &sres); err != nil {

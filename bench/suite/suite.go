@@ -136,6 +136,9 @@ type Run struct {
 	SwitchDrops uint64 `json:"switch_drops"`
 	// Step is S1's figure, from the server's series.
 	Step *StepFigure `json:"rate_step,omitempty"`
+	// ClientIO is each client's socket I/O (incast; Result has the
+	// server's): datagrams per send call show how well senders batch.
+	ClientIO []*bench.IOStats `json:"client_io,omitempty"`
 }
 
 // StepFigure is how a run obeyed a halved egress cap (S1).
