@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -222,6 +223,15 @@ type Config struct {
 	Logger *slog.Logger
 
 	clock congestion.Clock
+	// connIDs picks connection ids (default: random); tests force collisions.
+	connIDs func() protocol.ConnectionID
+}
+
+func (c *Config) connID() protocol.ConnectionID {
+	if c.connIDs != nil {
+		return c.connIDs()
+	}
+	return protocol.ConnectionID(rand.Uint32())
 }
 
 func (c Config) withDefaults() (Config, error) {

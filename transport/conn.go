@@ -35,11 +35,12 @@ type Conn struct {
 	accepted bool
 	wg       sync.WaitGroup
 
-	id, peerID  protocol.ConnectionID
-	peerIP      netip.Addr
-	weight      atomic.Uint64 // float64 bits of SetWeight's weight; 0 = 1
-	established chan struct{}
-	doneCh      chan struct{}
+	id, peerID   protocol.ConnectionID
+	peerInstance uint64 // the dialer's transport instance, on accepted connections
+	peerIP       netip.Addr
+	weight       atomic.Uint64 // float64 bits of SetWeight's weight; 0 = 1
+	established  chan struct{}
+	doneCh       chan struct{}
 
 	mu       sync.Mutex
 	state    connState
@@ -815,7 +816,7 @@ func (c *Conn) flushOne(ob outBatch) { c.t.sendOut(ob, "send failed", "conn", c.
 func (c *Conn) sendHandshake(typ wire.Type, plane int) {
 	h := wire.Handshake{
 		Type: typ, Mode: c.mode, Plane: uint8(plane), Planes: uint8(len(c.t.planes)),
-		DstConnID: c.peerID, SrcConnID: c.id,
+		DstConnID: c.peerID, SrcConnID: c.id, Instance: c.t.instance,
 		MaxDatagramSize: c.cfg.MaxDatagramSize, MaxData: c.advertised,
 	}
 	port := c.t.planes[plane].port

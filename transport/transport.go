@@ -26,11 +26,13 @@ type Transport struct {
 
 	mu      sync.RWMutex
 	conns   map[protocol.ConnectionID]*Conn
-	byPeer  map[peerKey]*Conn  // accepted connections by the dialer's id
+	byPeer  map[peerKey]*Conn  // accepted connections by the dialer's instance and id
 	peers   map[peerAddr]*peer // remote endpoints by their addresses (see peer.go)
 	epoch   time.Time          // origin of peer.heard
 	pathSet PathSet
-	closed  bool
+	// instance names this transport in its handshakes (see peerKey).
+	instance uint64
+	closed   bool
 
 	acceptQ chan *Conn
 	bufs    bufferPool
@@ -55,11 +57,13 @@ type Transport struct {
 	planeCaps     atomic.Pointer[[]Rate]
 }
 
-// peerKey names an accepted connection by the dialer's connection id (a
-// random 32-bit number); the source address differs per plane (relays), so
-// it is not part of the key.
+// peerKey names an accepted connection by the dialer's transport instance
+// and connection id: ids are random 32-bit numbers unique only within a
+// transport, and the source address differs per plane (relays), so it is
+// not part of the key.
 type peerKey struct {
-	id protocol.ConnectionID
+	instance uint64
+	id       protocol.ConnectionID
 }
 
 // plane is one local plane: its receive socket and extra entropy sockets.
@@ -85,12 +89,13 @@ func Listen(cfg Config) (*Transport, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{
 		cfg: cfg, ctx: ctx, cancel: cancel,
-		conns:   map[protocol.ConnectionID]*Conn{},
-		byPeer:  map[peerKey]*Conn{},
-		peers:   map[peerAddr]*peer{},
-		epoch:   cfg.clock.Now(),
-		pathSet: clonePathSet(*cfg.PathSet),
-		acceptQ: make(chan *Conn, cfg.AcceptBacklog),
+		conns:    map[protocol.ConnectionID]*Conn{},
+		byPeer:   map[peerKey]*Conn{},
+		peers:    map[peerAddr]*peer{},
+		epoch:    cfg.clock.Now(),
+		pathSet:  clonePathSet(*cfg.PathSet),
+		acceptQ:  make(chan *Conn, cfg.AcceptBacklog),
+		instance: rand.Uint64(),
 	}
 	t.closedRetx = make([]uint64, len(cfg.Local))
 	t.egressCap.Store(uint64(cfg.EgressCap))
@@ -346,7 +351,7 @@ func (t *Transport) register(c *Conn) error {
 		return ErrClosed
 	}
 	for {
-		id := protocol.ConnectionID(rand.Uint32())
+		id := t.cfg.connID()
 		if id != 0 && t.conns[id] == nil {
 			c.id = id
 			t.conns[id] = c
@@ -368,7 +373,7 @@ func (t *Transport) unregister(c *Conn) {
 	}
 	t.leavePeer(c)
 	if c.accepted {
-		k := peerKey{c.peerID}
+		k := peerKey{c.peerInstance, c.peerID}
 		if t.byPeer[k] == c {
 			delete(t.byPeer, k)
 		}
@@ -434,7 +439,7 @@ func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, fro
 			c.mu.Unlock()
 		}
 	case wire.TypeInit:
-		k := peerKey{h.SrcConnID}
+		k := peerKey{h.Instance, h.SrcConnID}
 		t.mu.RLock()
 		c := t.byPeer[k]
 		closed := t.closed
@@ -468,6 +473,7 @@ func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, fro
 func (t *Transport) accept(now time.Time, h *wire.Handshake, k peerKey, from netip.AddrPort) (*Conn, error) {
 	c := newConn(t, h.Mode, true)
 	c.peerID = h.SrcConnID
+	c.peerInstance = h.Instance
 	c.peerIP = from.Addr()
 	c.applyPeerParams(h)
 	c.state = stateEstablished

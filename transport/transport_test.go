@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -241,5 +243,36 @@ func TestPollLoopSendsWhatAcksLetOut(t *testing.T) {
 	// detector changes (135 wakes for 250 poll batches measured).
 	if ackSends < 50 || (!raceEnabled && wakes > ackSends/2) {
 		t.Fatalf("%d poll batches sent data after ACKs, sender woken %d times: want most sends from the poll loops", ackSends, wakes)
+	}
+}
+
+// TestDialersWithTheSameConnIDStayApart: connection ids are unique only
+// within a transport, so two dialer hosts may pick the same one; the
+// acceptor must keep their connections apart (by the dialer's instance).
+func TestDialersWithTheSameConnIDStayApart(t *testing.T) {
+	// Bounded: with the connections merged, the second Accept never returns.
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 5*time.Second)
+	defer cancel()
+	sameID := func() protocol.ConnectionID { return 7 }
+	a1 := listenT(t, Config{Local: loopbackAddrs(2), connIDs: sameID})
+	a2 := listenT(t, Config{Local: loopbackAddrs(2), connIDs: sameID})
+	b := listenT(t, Config{Local: loopbackAddrs(2)})
+	c1, s1 := pair(t, ctx, a1, b, b.LocalAddrs())
+	c2, s2 := pair(t, ctx, a2, b, b.LocalAddrs())
+	if s1 == s2 {
+		t.Fatal("both dialers were given the same accepted connection")
+	}
+	for i, p := range []struct{ c, s *Conn }{{c1, s1}, {c2, s2}} {
+		msg := []byte(fmt.Sprintf("from dialer %d", i+1))
+		if err := p.c.Send(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.s.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(msg) {
+			t.Fatalf("dialer %d's connection received %q", i+1, got)
+		}
 	}
 }

@@ -9,26 +9,26 @@
 // inconsistent lengths or a bad CRC is rejected with an error wrapping
 // ErrInvalid, so callers count it and drop it.
 //
-// # Wire format, version 3
+// # Wire format, version 4
 //
 // All integers are big-endian. Every packet starts with a 2-byte prefix and
 // ends with a CRC32C (Castagnoli) of every byte before it:
 //
 //	offset size field
-//	0      1    version (3) << 4 | type
+//	0      1    version (4) << 4 | type
 //	1      1    flags (per type; DATA also carries its entropy index here)
 //	...         type-specific fields
 //	len-4  4    CRC32C over bytes [0, len-4)
 //
-// Types: 1 DATA, 2 ACK, 3 INIT, 4 INIT_ACK, 5 CLOSE. Versions 1 and 2 are
-// not spoken any more (version 2's DATA carried 32-bit sequence numbers,
-// message ids and byte offsets: 26 bytes of overhead): their datagrams are
-// dropped as invalid.
+// Types: 1 DATA, 2 ACK, 3 INIT, 4 INIT_ACK, 5 CLOSE. Versions 1 to 3 are
+// not spoken any more (version 3's INIT had no instance; version 2's DATA
+// carried 32-bit sequence numbers, message ids and byte offsets: 26 bytes
+// of overhead): their datagrams are dropped as invalid.
 //
 // DATA (19-byte header + payload + 4-byte CRC: 23 bytes of overhead, so a
 // 1472-byte datagram carries 1449 payload bytes, an 8972-byte one 8949):
 //
-//	0   1  0x31 (version 3, type 1)
+//	0   1  0x41 (version 4, type 1)
 //	1   1  flags (0x80 retransmission; 0x40 ack immediately, a hint
 //	       receivers may ignore) | entropy index (low 6 bits, 0..63)
 //	2   4  destination connection id
@@ -60,7 +60,7 @@
 //
 // ACK (24-byte header, then path blocks, then CRC):
 //
-//	0   1  0x32 (version 3, type 2)
+//	0   1  0x42 (version 4, type 2)
 //	1   1  flags (0x10 NAK: go-back-N receiver saw a gap; others 0)
 //	2   2  number of path blocks
 //	4   4  destination connection id
@@ -89,12 +89,12 @@
 // delay, is the fabric's round trip without either endpoint's scheduling
 // delays; congestion control reacts to that (see package congestion).
 //
-// INIT / INIT_ACK (24 bytes + CRC). The dialer sends an INIT on every plane
+// INIT / INIT_ACK (32 bytes + CRC). The dialer sends an INIT on every plane
 // from its receive socket there; the acceptor takes the dialer's address on
 // a plane from the source of the INIT that crossed it, and answers each with
 // an INIT_ACK on the same plane:
 //
-//	0   1  0x33 (INIT) or 0x34 (INIT_ACK)
+//	0   1  0x43 (INIT) or 0x44 (INIT_ACK)
 //	1   1  reserved (0)
 //	2   1  mode (1 multipath, 2 gbn)
 //	3   1  plane index the packet is sent on
@@ -105,11 +105,13 @@
 //	8   4  destination connection id (0 in INIT)
 //	12  4  source connection id (the sender's id for this connection)
 //	16  8  max data: initial flow-control credit in bytes
-//	24  4  CRC32C
+//	24  8  instance: random per transport, so the acceptor tells apart
+//	       dialers on different hosts that picked the same connection id
+//	32  4  CRC32C
 //
 // CLOSE (10-byte header, reason, CRC):
 //
-//	0   1  0x35 (version 3, type 5)
+//	0   1  0x45 (version 4, type 5)
 //	1   1  reserved (0)
 //	2   2  error code (0 = normal close)
 //	4   4  destination connection id

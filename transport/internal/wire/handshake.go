@@ -7,7 +7,7 @@ import (
 )
 
 // HandshakeSize is the size of an INIT or INIT_ACK packet, CRC included.
-const HandshakeSize = 24 + CRCSize
+const HandshakeSize = 32 + CRCSize
 
 // Handshake is an INIT (Type TypeInit) or INIT_ACK (TypeInitAck) packet.
 // The dialer sends an INIT on every plane from its receive socket there; the
@@ -23,6 +23,9 @@ type Handshake struct {
 	SrcConnID       protocol.ConnectionID
 	MaxDatagramSize protocol.ByteCount
 	MaxData         protocol.ByteCount
+	// Instance is random per transport: the acceptor keys a dialer's
+	// connection by (Instance, SrcConnID), as ids are not unique across hosts.
+	Instance uint64
 }
 
 // ParseHandshake decodes an INIT or INIT_ACK packet.
@@ -43,6 +46,7 @@ func ParseHandshake(b []byte) (Handshake, error) {
 		SrcConnID:       protocol.ConnectionID(binary.BigEndian.Uint32(body[12:])),
 		MaxDatagramSize: protocol.ByteCount(binary.BigEndian.Uint16(body[6:])),
 		MaxData:         protocol.ByteCount(binary.BigEndian.Uint64(body[16:])),
+		Instance:        binary.BigEndian.Uint64(body[24:]),
 	}
 	if body[1] != 0 || body[5] != 0 {
 		return Handshake{}, errf("handshake reserved bits set")
@@ -73,5 +77,6 @@ func (h *Handshake) Append(b []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(h.DstConnID))
 	b = binary.BigEndian.AppendUint32(b, uint32(h.SrcConnID))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.MaxData))
+	b = binary.BigEndian.AppendUint64(b, h.Instance)
 	return appendCRC(b, start)
 }

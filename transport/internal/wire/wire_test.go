@@ -28,7 +28,7 @@ func samplePackets() map[string]packet {
 		"data-empty":  &Data{DstConnID: 1, MessageID: 2},
 		"ack":         ack,
 		"keepalive":   &Ack{DstConnID: 7},
-		"init":        &Handshake{Type: TypeInit, Mode: protocol.ModeMultipath, Plane: 3, Planes: 4, SrcConnID: 5, MaxDatagramSize: 1472, MaxData: 1 << 24},
+		"init":        &Handshake{Type: TypeInit, Mode: protocol.ModeMultipath, Plane: 3, Planes: 4, SrcConnID: 5, MaxDatagramSize: 1472, MaxData: 1 << 24, Instance: 0x0123456789abcdef},
 		"init-ack":    &Handshake{Type: TypeInitAck, Mode: protocol.ModeGBN, Planes: 1, DstConnID: 5, SrcConnID: 6, MaxDatagramSize: 8972, MaxData: 1},
 		"init-min":    &Handshake{Type: TypeInit, Mode: protocol.ModeMultipath, Planes: 2, SrcConnID: 9, MaxDatagramSize: protocol.MinDatagramSize},
 		"close":       &Close{Code: 3, DstConnID: 8, Reason: "peer unreachable"},
