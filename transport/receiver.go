@@ -216,7 +216,9 @@ func (c *Conn) afterBatch(now time.Time, pl *plane) {
 	} else {
 		c.mu.Unlock()
 	}
-	pl.acks = append(pl.acks, obs[:nob]...) // sent together after the batch
+	for _, ob := range obs[:nob] {
+		pl.ackTx.add(ob) // sent together after the batch (handleBatch)
+	}
 	if wake {
 		c.wakeSender()
 	}

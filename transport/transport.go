@@ -76,8 +76,7 @@ type plane struct {
 	// scratch for the poll goroutine
 	ackBlocks []wire.PathAck
 	touched   []*Conn
-	acks      []outBatch // ACKs built after a receive batch, sent together
-	ackTx     coalescer
+	ackTx     coalescer // ACKs built after a receive batch, sent together
 }
 
 // Listen binds a Transport to cfg.Local and starts its poll loops.
@@ -267,18 +266,7 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 	}
 	clear(pl.touched)
 	pl.touched = pl.touched[:0]
-	t.flushAcks(pl)
-}
-
-// flushAcks sends the ACKs the connections built after a receive batch,
-// coalesced into as few send calls as there are ports.
-func (t *Transport) flushAcks(pl *plane) {
-	for i, ob := range pl.acks {
-		pl.acks[i] = outBatch{}
-		pl.ackTx.add(ob)
-	}
-	pl.ackTx.flush()
-	pl.acks = pl.acks[:0]
+	pl.ackTx.flush() // the batch's ACKs: as few send calls as there are ports
 }
 
 // sendOut sends ob's batch (if any) and releases it; a failure other than
