@@ -65,7 +65,7 @@ type Config struct {
 	Poll           string        // multipath/gbn: poll mode (adaptive, busy, blocking; "" = transport default)
 	EgressCap      float64       // client, multipath/gbn: egress cap per connection in bit/s from the start (0 = none)
 	EgressStep     RateStep      // client, multipath/gbn: the egress cap changes at After into the run (After 0 = never)
-	Series         time.Duration // server: record verified goodput in buckets of this width (0 = none)
+	Series         time.Duration // server: verified goodput in buckets of this width; client: transport egress (0 = none)
 	CPUProfile     string        // write a Go CPU profile of the run to this file ("" = none)
 	// OnTransport, if set, is called with each transport the multipath and
 	// gbn modes open (endpoint bench runs the agent on it).
@@ -96,7 +96,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Timeout, "timeout", 0, "server: stop after this long and report; fail if no client run completed by then (0 = no limit)")
 	fs.Var((*rate)(&c.EgressCap), "egress-cap", "client, multipath/gbn: cap each connection's egress at this rate from the start, bits/s with K, M or G, e.g. 600M (transport.SetRates, as a rate policy does; 0 = none)")
 	fs.Var((*rateStep)(&c.EgressStep), "egress-cap-at", "client, multipath/gbn: DURATION:RATE, change the egress cap that long into the run, e.g. 3s:300M; --json reports when (rate_changes)")
-	fs.DurationVar(&c.Series, "series", 0, "server: record verified goodput in buckets of this width from the first message, e.g. 10ms; --json reports them (series)")
+	fs.DurationVar(&c.Series, "series", 0, "server: record verified goodput in buckets of this width from the first message, e.g. 10ms (series); client, multipath/gbn: the bytes its transport's pacers release, measured where rate caps act (egress_series); --json reports them")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.IntVar(&c.Clients, "clients", 0, "server: report and exit once this many client runs completed (0 = serve until -D ends or interrupted)")
 }
@@ -140,8 +140,10 @@ func (c *Config) Validate() error {
 		return bad("--egress-cap and --egress-cap-at: client of mode multipath or gbn only")
 	case c.EgressStep.After > 0 && c.Duration > 0 && c.EgressStep.After >= c.Duration:
 		return bad("--egress-cap-at %v: after the run's -D %v", c.EgressStep.After, c.Duration)
-	case c.Series < 0 || (c.Series > 0 && (c.Role != RoleServer || c.Series < time.Millisecond)):
-		return bad("--series %v: a server's bucket width of 1ms or more", c.Series)
+	case c.Series < 0 || (c.Series > 0 && c.Series < time.Millisecond):
+		return bad("--series %v: a bucket width of 1ms or more", c.Series)
+	case c.Series > 0 && c.Role == RoleClient && (c.Latency || (c.Mode != ModeMultipath && c.Mode != ModeGBN)):
+		return bad("--series on a client: throughput runs of mode multipath or gbn only")
 	}
 	return nil
 }

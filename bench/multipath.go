@@ -27,6 +27,15 @@ type mpTransport struct {
 	// closedIO is the I/O counters of the endpoints Close closed (a server
 	// closes its listener before it reports).
 	closedIO *IOStats
+	// egress counts what the client endpoint's pacers release (--series).
+	egress *seriesMeter
+}
+
+// egressMeter implements egressRecorder.
+func (t *mpTransport) egressMeter() *seriesMeter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.egress
 }
 
 // maxWindow is the most messages a connection keeps in flight
@@ -73,6 +82,13 @@ func (t *mpTransport) config(cfg *Config, port int) (transport.Config, error) {
 	}
 	for _, a := range cfg.Bind {
 		tc.Local = append(tc.Local, netip.AddrPortFrom(a, uint16(port)))
+	}
+	if cfg.Series > 0 && cfg.Role == RoleClient {
+		es := &seriesMeter{width: cfg.Series}
+		t.mu.Lock()
+		t.egress = es
+		t.mu.Unlock()
+		tc.OnEgress = es.add
 	}
 	return tc, nil
 }

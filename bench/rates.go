@@ -90,14 +90,21 @@ type egressCapper interface {
 	SetEgressCap(bps float64) error
 }
 
+// egressRecorder is a transport that counts what its client endpoint's
+// pacers release (package transport's, with --series).
+type egressRecorder interface {
+	egressMeter() *seriesMeter // nil: not recording
+}
+
 // RateChange is when a client changed its egress cap.
 type RateChange struct {
 	AtUnixNs  int64   `json:"at_unix_ns"`
 	EgressBps float64 `json:"egress_bps"` // 0: none
 }
 
-// Series is the server's verified bytes in buckets of a fixed width from
-// its first message (--series).
+// Series is bytes in buckets of a fixed width from a start (--series): a
+// server's verified goodput from its first message, a client's egress from
+// the start of its run.
 type Series struct {
 	WidthSeconds float64   `json:"width_s"`
 	StartUnixNs  int64     `json:"start_unix_ns"`

@@ -33,11 +33,12 @@ func TestRateFlags(t *testing.T) {
 func TestEgressCapFlagsValidated(t *testing.T) {
 	base := Config{Role: RoleClient, Mode: ModeMultipath, Bind: lo(1), Peer: lo(1), Port: 1, Size: 1024, Conns: 1, Duration: 4 * time.Second}
 	for name, bad := range map[string]func(c *Config){
-		"cap on tcp":           func(c *Config) { c.Mode, c.EgressCap = ModeTCP, 1e6 },
-		"cap on the server":    func(c *Config) { c.Role, c.EgressCap = RoleServer, 1e6 },
-		"step after the run":   func(c *Config) { c.EgressStep = RateStep{After: 5 * time.Second, Bps: 1e6} },
-		"series on the client": func(c *Config) { c.Series = 10 * time.Millisecond },
-		"series too fine":      func(c *Config) { c.Role, c.Series = RoleServer, time.Microsecond },
+		"cap on tcp":             func(c *Config) { c.Mode, c.EgressCap = ModeTCP, 1e6 },
+		"cap on the server":      func(c *Config) { c.Role, c.EgressCap = RoleServer, 1e6 },
+		"step after the run":     func(c *Config) { c.EgressStep = RateStep{After: 5 * time.Second, Bps: 1e6} },
+		"series on a tcp client": func(c *Config) { c.Mode, c.Series = ModeTCP, 10*time.Millisecond },
+		"series on a lat client": func(c *Config) { c.Latency, c.Series = true, 10*time.Millisecond },
+		"series too fine":        func(c *Config) { c.Role, c.Series = RoleServer, time.Microsecond },
 	} {
 		c := base
 		bad(&c)
@@ -47,6 +48,7 @@ func TestEgressCapFlagsValidated(t *testing.T) {
 	}
 	ok := base
 	ok.EgressCap, ok.EgressStep = 600e6, RateStep{After: 2 * time.Second, Bps: 300e6}
+	ok.Series = 10 * time.Millisecond
 	if err := ok.Validate(); err != nil {
 		t.Errorf("a cap and a step within the run: %v", err)
 	}

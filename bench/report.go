@@ -48,6 +48,9 @@ type Result struct {
 	RateChanges []RateChange `json:"rate_changes,omitempty"`
 	// Series (server, --series): verified goodput per bucket.
 	Series *Series `json:"series,omitempty"`
+	// EgressSeries (client, --series, multipath/gbn): the UDP payload bytes
+	// of data datagrams the transport's pacers released per bucket.
+	EgressSeries *Series `json:"egress_series,omitempty"`
 }
 
 // ClientResult is one client run as the server saw it.

@@ -135,8 +135,15 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 		r.RateChanges = append(r.RateChanges, RateChange{AtUnixNs: time.Now().UnixNano(), EgressBps: cfg.EgressCap})
 	}
 	m := newMeter(cfg, stderr)
+	var egress *seriesMeter
+	if er, ok := tr.(egressRecorder); ok {
+		egress = er.egressMeter()
+	}
 	start := time.Now()
 	m.run(start)
+	if egress != nil {
+		egress.begin(start)
+	}
 	stepped := make(chan RateChange, 1)
 	if st := cfg.EgressStep; st.After > 0 {
 		step := time.AfterFunc(st.After, func() {
@@ -209,6 +216,9 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	r.PeakBps = max(peak, r.GoodputBps)
 	if hasStats {
 		applyStats(&r, ss.End(cfg))
+	}
+	if egress != nil {
+		r.EgressSeries = egress.result()
 	}
 	return r, connErrors(errs, len(conns))
 }

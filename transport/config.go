@@ -221,6 +221,11 @@ type Config struct {
 	AcceptBacklog int
 	// Logger receives diagnostics (default: discard).
 	Logger *slog.Logger
+	// OnEgress, if set, is called for every data datagram a connection's
+	// pacers release, with the time they released it and its UDP payload
+	// size: what rate caps let out, seen where they are enforced. It is
+	// called with the connection's lock held and must not block.
+	OnEgress func(at time.Time, size int)
 
 	clock congestion.Clock
 	// connIDs picks connection ids (default: random); tests force collisions.

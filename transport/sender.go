@@ -195,7 +195,10 @@ func (c *Conn) fill(now time.Time) int {
 		if m == nil { // completed meanwhile (gbn queue)
 			continue
 		}
-		c.buildData(now, p, b, m, chunk, src != 3)
+		size := c.buildData(now, p, b, m, chunk, src != 3)
+		if c.t.cfg.OnEgress != nil {
+			c.t.cfg.OnEgress(now, int(size))
+		}
 		if c.mode == ModeMultipath && c.sel.Retired(i) {
 			// A probe: its data may be lost with the path, so it is also
 			// queued for another path at once (the receiver drops the copy).
@@ -247,7 +250,8 @@ func (c *Conn) popRetx() {
 	}
 }
 
-func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, chunk int, resend bool) {
+// buildData appends a data packet to b and returns its size.
+func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, chunk int, resend bool) protocol.ByteCount {
 	off := protocol.ByteCount(chunk) * c.chunk
 	end := off + c.chunkLen(m, chunk)
 	size := wire.DataOverhead + end - off
@@ -276,6 +280,7 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 	pk.Buf = wire.FinishData(pk.Buf, 0)
 	pk.Addr = c.peerAddrs[p.plane]
 	p.pacer.OnSent(size)
+	return protocol.ByteCount(len(pk.Buf))
 }
 
 // onAcked records an acknowledged packet's data.

@@ -336,22 +336,26 @@ func writeStep(b *strings.Builder, rep *Report) {
 	fmt.Fprintf(b, "\n## S1: a rate policy change on R1\n\n"+
 		"One connection, %d-byte messages, egress cap %.0f Mbit/s through `transport.SetRates` (`--egress-cap`), halved to %.0f Mbit/s at -D/2 (`--egress-cap-at`). "+
 		"The server records verified goodput in %v buckets (`--series`); *settled* is from the change to the first bucket from which goodput conforms to the new cap +%.0f%% "+
-		"(a token bucket that saves at most one bucket), the worst of the runs. Goodput before is the mean from %v to the change, after from %v after it to the end (medians).\n\n",
+		"(a token bucket that saves at most one bucket), the worst of the runs; *egress settled* is the same for the client's egress series (`--series` on the client: what its pacers released). "+
+		"Goodput before is the mean from %v to the change, after from %v after it to the end (medians).\n\n",
 		stepSize, stepFrom/1e6, stepTo/1e6, stepSeriesWidth, 100*(stepTolerance-1), stepBeforeFrom, stepAfterSettling)
-	fmt.Fprintf(b, "| mode | runs | settled (worst) | goodput before | of cap | goodput after | of cap |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(b, "| mode | runs | settled (worst) | egress settled (worst) | goodput before | of cap | goodput after | of cap |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range c.modesOf(sc) {
 		f := find(rep.Figures, sc.Name, 0, m)
 		if f == nil || f.Step == nil {
 			continue
 		}
 		st := f.Step
-		settled := "never"
-		if st.SettleMs >= 0 {
-			settled = fmt.Sprintf("%.1f ms", st.SettleMs)
-		}
-		fmt.Fprintf(b, "| %s | %d | %s | %.1f Mbit/s | %.1f%% | %.1f Mbit/s | %.1f%% |\n", m, len(f.Runs), settled,
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %.1f Mbit/s | %.1f%% | %.1f Mbit/s | %.1f%% |\n", m, len(f.Runs), settledText(st.SettleMs), settledText(st.EgressSettleMs),
 			st.GoodBefore/1e6, 100*st.GoodBefore/st.CapBefore, st.GoodAfter/1e6, 100*st.GoodAfter/st.CapAfter)
 	}
+}
+
+func settledText(ms float64) string {
+	if ms < 0 {
+		return "never"
+	}
+	return fmt.Sprintf("%.1f ms", ms)
 }
 
 // latencyFigures is L1's measured figures in report order.

@@ -208,7 +208,8 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 		args = []string{"--lat", "-s", strconv.Itoa(latencySize), "-D", cfg.Duration.String()}
 	case sc.RateStep:
 		args = []string{"-s", strconv.Itoa(stepSize), "-D", cfg.Duration.String(), "-q", "1",
-			"--egress-cap", fmt.Sprintf("%.0f", stepFrom), "--egress-cap-at", fmt.Sprintf("%v:%.0f", cfg.Duration/2, stepTo)}
+			"--egress-cap", fmt.Sprintf("%.0f", stepFrom), "--egress-cap-at", fmt.Sprintf("%v:%.0f", cfg.Duration/2, stepTo),
+			"--series", stepSeriesWidth.String()}
 	}
 	type client struct {
 		cmd      *exec.Cmd
@@ -289,8 +290,8 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 	return nil
 }
 
-// stepFigure reads S1's figure from the client's rate changes and the
-// server's series.
+// stepFigure reads S1's figure from the client's rate changes and egress
+// series and the server's series.
 func stepFigure(cli, srv *bench.Result, d time.Duration) (*StepFigure, error) {
 	s := srv.Series
 	if s == nil || len(cli.RateChanges) != 2 {
@@ -302,6 +303,12 @@ func stepFigure(cli, srv *bench.Result, d time.Duration) (*StepFigure, error) {
 		GoodBefore: s.Mean(s.StartUnixNs+int64(stepBeforeFrom), at), GoodAfter: s.Mean(at+int64(stepAfterSettling), end)}
 	if settle, ok := s.Settle(at, end, stepTolerance*stepTo); ok {
 		fg.SettleMs = float64(settle) / 1e6
+	}
+	fg.EgressSettleMs = -1
+	if eg := cli.EgressSeries; eg != nil {
+		if settle, ok := eg.Settle(at, eg.StartUnixNs+int64(d), stepTolerance*stepTo); ok {
+			fg.EgressSettleMs = float64(settle) / 1e6
+		}
 	}
 	return fg, nil
 }

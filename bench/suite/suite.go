@@ -145,11 +145,14 @@ type Run struct {
 type StepFigure struct {
 	// SettleMs is from the change to the first 10 ms bucket from which the
 	// goodput conforms to the new cap (+5%, bench.Series.Settle); -1 never.
-	SettleMs   float64 `json:"settle_ms"`
-	CapBefore  float64 `json:"cap_before_bps"`
-	CapAfter   float64 `json:"cap_after_bps"`
-	GoodBefore float64 `json:"goodput_before_bps"` // mean from 0.5 s to the change
-	GoodAfter  float64 `json:"goodput_after_bps"`  // mean from 50 ms after it to the end
+	SettleMs float64 `json:"settle_ms"`
+	// EgressSettleMs is the same for the client's egress series (what its
+	// pacers released), free of the fabric's and receiver's jitter.
+	EgressSettleMs float64 `json:"egress_settle_ms"`
+	CapBefore      float64 `json:"cap_before_bps"`
+	CapAfter       float64 `json:"cap_after_bps"`
+	GoodBefore     float64 `json:"goodput_before_bps"` // mean from 0.5 s to the change
+	GoodAfter      float64 `json:"goodput_after_bps"`  // mean from 50 ms after it to the end
 }
 
 // Figure is the median of a (scenario, loss, mode, poll) cell.
@@ -407,8 +410,8 @@ func figure(sc Scenario, loss float64, mode bench.Mode, poll string, runs []Run)
 	return fg, true
 }
 
-// stepMedians is the median of each field of S1's runs, but SettleMs: the
-// worst run's (-1 if any run never settled).
+// stepMedians is the median of each field of S1's runs, but the settle
+// times: the worst run's (-1 if any run never settled).
 func stepMedians(steps []*StepFigure) *StepFigure {
 	col := func(f func(*StepFigure) float64) float64 {
 		var v []float64
@@ -420,14 +423,22 @@ func stepMedians(steps []*StepFigure) *StepFigure {
 	out := &StepFigure{CapBefore: steps[0].CapBefore, CapAfter: steps[0].CapAfter,
 		GoodBefore: col(func(s *StepFigure) float64 { return s.GoodBefore }),
 		GoodAfter:  col(func(s *StepFigure) float64 { return s.GoodAfter })}
-	for _, s := range steps {
-		if s.SettleMs < 0 {
-			out.SettleMs = -1
-			break
-		}
-		out.SettleMs = max(out.SettleMs, s.SettleMs)
-	}
+	out.SettleMs = worstSettle(steps, func(s *StepFigure) float64 { return s.SettleMs })
+	out.EgressSettleMs = worstSettle(steps, func(s *StepFigure) float64 { return s.EgressSettleMs })
 	return out
+}
+
+// worstSettle is the longest of the runs' settle times, -1 if one never
+// settled.
+func worstSettle(steps []*StepFigure, f func(*StepFigure) float64) float64 {
+	worst := 0.0
+	for _, s := range steps {
+		if f(s) < 0 {
+			return -1
+		}
+		worst = max(worst, f(s))
+	}
+	return worst
 }
 
 func median(v []float64) float64 {

@@ -36,7 +36,7 @@ func fakeReport() *Report {
 								r.Result.Latency = []bench.LatencyStats{{Bytes: 64, Iterations: 1000, TypicalUs: 20 + float64(i), P99Us: 40, P999Us: 80 + float64(i)}}
 							}
 							if s.RateStep {
-								r.Step = &StepFigure{SettleMs: 2 + 3*float64(i), CapBefore: 600e6, CapAfter: 300e6,
+								r.Step = &StepFigure{SettleMs: 2 + 3*float64(i), EgressSettleMs: 1 + float64(i), CapBefore: 600e6, CapAfter: 300e6,
 									GoodBefore: 550e6 + 10e6*float64(i), GoodAfter: 280e6 + 5e6*float64(i)}
 							}
 						}
@@ -65,7 +65,7 @@ func TestReportRendering(t *testing.T) {
 		"| I1-500 | 500 | mptcp | 480.0 | 60.0% | 0.9100 | 0.100% | 2 | 10.0 |", // I1: drops 1 of 1000
 		"| multipath | busy | 0.0 | 21.0 | 0.0 | 40.0 | 81.0 |",                 // L1, per poll mode
 		"| tcp | kernel |",
-		"| multipath | 3 | 8.0 ms | 560.0 Mbit/s | 93.3% | 285.0 Mbit/s | 95.0% |"} { // S1: worst settle, medians
+		"| multipath | 3 | 8.0 ms | 3.0 ms | 560.0 Mbit/s | 93.3% | 285.0 Mbit/s | 95.0% |"} { // S1: worst settle, medians
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
@@ -156,7 +156,7 @@ func TestStepMedians(t *testing.T) {
 	if st.SettleMs != -1 || st.GoodAfter != 2 {
 		t.Fatalf("%+v", st)
 	}
-	if st := stepMedians([]*StepFigure{{SettleMs: 3}, {SettleMs: 9}, {SettleMs: 4}}); st.SettleMs != 9 {
+	if st := stepMedians([]*StepFigure{{SettleMs: 3, EgressSettleMs: 2}, {SettleMs: 9}, {SettleMs: 4, EgressSettleMs: -1}}); st.SettleMs != 9 || st.EgressSettleMs != -1 {
 		t.Fatalf("worst settle %v, want 9", st.SettleMs)
 	}
 }
