@@ -65,6 +65,7 @@ type Config struct {
 	Poll           string        // multipath/gbn: poll mode (adaptive, busy, blocking; "" = transport default)
 	EgressCap      float64       // client, multipath/gbn: egress cap per connection in bit/s from the start (0 = none)
 	EgressStep     RateStep      // client, multipath/gbn: the egress cap changes at After into the run (After 0 = never)
+	IngressBudget  float64       // server, multipath/gbn: receive rate in bit/s granted max-min fair to the senders (0 = none)
 	Series         time.Duration // server: verified goodput in buckets of this width; client: transport egress (0 = none)
 	CPUProfile     string        // write a Go CPU profile of the run to this file ("" = none)
 	// OnTransport, if set, is called with each transport the multipath and
@@ -96,6 +97,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Timeout, "timeout", 0, "server: stop after this long and report; fail if no client run completed by then (0 = no limit)")
 	fs.Var((*rate)(&c.EgressCap), "egress-cap", "client, multipath/gbn: cap each connection's egress at this rate from the start, bits/s with K, M or G, e.g. 600M (transport.SetRates, as a rate policy does; 0 = none)")
 	fs.Var((*rateStep)(&c.EgressStep), "egress-cap-at", "client, multipath/gbn: DURATION:RATE, change the egress cap that long into the run, e.g. 3s:300M; --json reports when (rate_changes)")
+	fs.Var((*rate)(&c.IngressBudget), "ingress-budget", "server, multipath/gbn: the receive rate, bits/s with K, M or G, that the server grants its senders max-min fair (per client endpoint, then per connection) in every ACK; datagram bytes, so for a line of L bit/s at MTU M, L*(M-28)/(M+14) (0 = none)")
 	fs.DurationVar(&c.Series, "series", 0, "server: record verified goodput in buckets of this width from the first message, e.g. 10ms (series); client, multipath/gbn: the bytes its transport's pacers release, measured where rate caps act (egress_series); --json reports them")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.IntVar(&c.Clients, "clients", 0, "server: report and exit once this many client runs completed (0 = serve until -D ends or interrupted)")
@@ -138,6 +140,8 @@ func (c *Config) Validate() error {
 		return bad("-q %d: want 1..%d", c.Conns, MaxConns)
 	case (c.EgressCap > 0 || c.EgressStep.After > 0) && (c.Role != RoleClient || (c.Mode != ModeMultipath && c.Mode != ModeGBN)):
 		return bad("--egress-cap and --egress-cap-at: client of mode multipath or gbn only")
+	case c.IngressBudget > 0 && (c.Role != RoleServer || (c.Mode != ModeMultipath && c.Mode != ModeGBN)):
+		return bad("--ingress-budget: server of mode multipath or gbn only")
 	case c.EgressStep.After > 0 && c.Duration > 0 && c.EgressStep.After >= c.Duration:
 		return bad("--egress-cap-at %v: after the run's -D %v", c.EgressStep.After, c.Duration)
 	case c.Series < 0 || (c.Series > 0 && c.Series < time.Millisecond):

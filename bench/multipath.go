@@ -83,6 +83,9 @@ func (t *mpTransport) config(cfg *Config, port int) (transport.Config, error) {
 	for _, a := range cfg.Bind {
 		tc.Local = append(tc.Local, netip.AddrPortFrom(a, uint16(port)))
 	}
+	if cfg.Role == RoleServer {
+		tc.IngressBudget = transport.Rate(cfg.IngressBudget / 8)
+	}
 	if cfg.Series > 0 && cfg.Role == RoleClient {
 		es := &seriesMeter{width: cfg.Series}
 		t.mu.Lock()

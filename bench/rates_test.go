@@ -38,6 +38,8 @@ func TestEgressCapFlagsValidated(t *testing.T) {
 		"step after the run":     func(c *Config) { c.EgressStep = RateStep{After: 5 * time.Second, Bps: 1e6} },
 		"series on a tcp client": func(c *Config) { c.Mode, c.Series = ModeTCP, 10*time.Millisecond },
 		"series on a lat client": func(c *Config) { c.Latency, c.Series = true, 10*time.Millisecond },
+		"budget on a client":     func(c *Config) { c.IngressBudget = 1e6 },
+		"budget on a tcp server": func(c *Config) { c.Role, c.Mode, c.IngressBudget = RoleServer, ModeTCP, 1e6 },
 		"series too fine":        func(c *Config) { c.Role, c.Series = RoleServer, time.Microsecond },
 	} {
 		c := base

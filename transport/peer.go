@@ -49,8 +49,11 @@ type peer struct {
 	addrs []peerAddr // keys of Transport.peers that name it (Transport.mu)
 
 	// activeConns is how many of its connections sent data recently (see
-	// Transport.activeSenders): they divide the peer's rate grant.
+	// Transport.activeSenders).
 	activeConns atomic.Int64
+	// grant is the rate the peer last granted this endpoint in an ACK, for
+	// all of the connections together (0: none).
+	grant atomic.Uint64
 
 	// paths is the congestion state of each path to the peer, shared by
 	// its connections (see sharedPath).

@@ -150,21 +150,23 @@ func (c *Conn) maxData() protocol.ByteCount {
 	return md
 }
 
-// rateGrant is this sender's share of the ingress budget, max-min fair
-// among the senders with data: an equal share for each peer that sent data
-// recently, divided equally among its connections that did. So a host
-// with 500 connections gets no more than one with a single connection.
+// rateGrant is the share of the ingress budget of this connection's
+// sender endpoint, for all of its connections together: an equal share for
+// each peer that sent data recently. So a host with 500 connections gets
+// no more than one with a single connection; the sender's shared path
+// pacers divide the share among its connections, which their turns in the
+// shared windows keep fair. A connection whose peer is not known yet is
+// granted a share per active connection.
 func (c *Conn) rateGrant() protocol.Rate {
 	b := protocol.Rate(c.t.ingressBudget.Load())
 	if b == 0 {
 		return 0
 	}
 	peers, conns := c.t.activeSenders(c.cfg.clock.Now())
-	p := c.peer.Load()
-	if p == nil {
+	if c.peer.Load() == nil {
 		return b / protocol.Rate(conns)
 	}
-	return b / protocol.Rate(peers) / protocol.Rate(max(1, p.root().activeConns.Load()))
+	return b / protocol.Rate(peers)
 }
 
 // afterBatch sends the connection's ACK for what arrived in the batch and,

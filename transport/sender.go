@@ -18,6 +18,7 @@ const (
 	maxPerRound     = 256
 	spinThreshold   = 200 * time.Microsecond
 	pacingBurst     = 1500 * time.Microsecond
+	grantBurst      = 4 * time.Millisecond
 )
 
 // sendWork is one turn of the connection's sender, run by its worker
@@ -85,7 +86,20 @@ func (c *Conn) eligible(i int) bool {
 	if !c.validPlane(p.plane) || !p.shared.admit(p, p.sent.CanSend(), c.now) {
 		return false
 	}
-	rate := p.sent.CC.PacingRate()
+	rate, burst, granted := c.pathRate(p)
+	p.pacer.SetBurst(max(4*c.dgram, rate.BytesIn(burst)))
+	return p.pacer.Budget(c.now, rate) >= c.dgram || (!granted && p.shared.cc.InFlight() == 0)
+}
+
+// pathRate is the pacing rate of path p and its burst: congestion
+// control's, under the plane's cap and the receiver's grant. The grant is
+// the peer's share of the receiver's line, which the paths' pacers, shared
+// by the connections to the peer, divide; granted reports that it set the
+// rate, which an empty window then does not lift. A sender that lost
+// pacing time to a scheduling stall may catch up by as much as the fabric
+// buffers (grantBurst), or the share goes unused.
+func (c *Conn) pathRate(p *path) (rate protocol.Rate, burst time.Duration, granted bool) {
+	rate, burst = p.sent.CC.PacingRate(), pacingBurst
 	if cap := c.t.planeCap(p.plane); cap > 0 {
 		n := 0
 		for _, q := range c.active {
@@ -97,16 +111,26 @@ func (c *Conn) eligible(i int) bool {
 			rate = share
 		}
 	}
-	p.pacer.SetBurst(max(4*c.dgram, rate.BytesIn(pacingBurst)))
-	return p.pacer.Budget(c.now, rate) >= c.dgram || p.shared.cc.InFlight() == 0
+	if g := c.peerGrant(); g > 0 {
+		if share := g / protocol.Rate(max(1, len(c.active))); rate == 0 || share < rate {
+			rate, burst, granted = share, grantBurst, true
+		}
+	}
+	return rate, burst, granted
 }
 
+// sendRate is the connection's own rate limit, the egress cap (0: none).
 func (c *Conn) sendRate() protocol.Rate {
-	r := c.grant
-	if cap := protocol.Rate(c.t.egressCap.Load()); cap > 0 && (r == 0 || cap < r) {
-		r = cap
+	return protocol.Rate(c.t.egressCap.Load())
+}
+
+// peerGrant is the rate the peer's receiver granted this endpoint, for all
+// of its connections to the peer together (0: none).
+func (c *Conn) peerGrant() protocol.Rate {
+	if p := c.peer.Load(); p != nil {
+		return protocol.Rate(p.root().grant.Load())
 	}
-	return r
+	return c.grant
 }
 
 func (c *Conn) batchFor(port *ioengine.Port) *ioengine.Batch {
@@ -332,6 +356,9 @@ func (c *Conn) onAck(now, at time.Time, a *wire.Ack) {
 		c.peerMaxData = a.MaxData
 	}
 	c.grant = a.RateGrant
+	if p := c.peer.Load(); p != nil {
+		p.root().grant.Store(uint64(a.RateGrant))
+	}
 	c.ackOpened = true
 	for i := range a.Blocks {
 		blk := &a.Blocks[i]
@@ -572,7 +599,8 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 		c.now = now
 		for _, p := range c.active {
 			if c.validPlane(p.plane) && p.sent.CanSend() {
-				future(now.Add(p.pacer.TimeUntil(now, p.sent.CC.PacingRate(), c.dgram)))
+				rate, _, _ := c.pathRate(p)
+				future(now.Add(p.pacer.TimeUntil(now, rate, c.dgram)))
 			}
 		}
 		if r := c.sendRate(); r > 0 {

@@ -294,8 +294,8 @@ func writeScale(b *strings.Builder, rep *Report) {
 	}
 	if len(incast) > 0 {
 		fmt.Fprintf(b, "\n## I1: incast, %d hosts into one\n\n", incast[0].Senders)
-		fmt.Fprintf(b, "Aggregate = message bytes the server verified from every client over its time from the first message to the last result; capacity = the server's %s.\n\n",
-			rateLabel(int64(incast[0].LineRate())))
+		fmt.Fprintf(b, "Aggregate = message bytes the server verified from every client over its time from the first message to the last result; capacity = the server's %s.%s\n\n",
+			rateLabel(int64(incast[0].LineRate())), grantNote(incast))
 		fmt.Fprintf(b, "| scenario | -q per sender | mode | aggregate Mbit/s | %% of capacity | Jain across senders | switch drops %% of sent | failed connections (worst run) | wall s |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, sc := range incast {
 			for _, m := range c.modesOf(sc) {
@@ -349,6 +349,22 @@ func writeStep(b *strings.Builder, rep *Report) {
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %.1f Mbit/s | %.1f%% | %.1f Mbit/s | %.1f%% |\n", m, len(f.Runs), settledText(st.SettleMs), settledText(st.EgressSettleMs),
 			st.GoodBefore/1e6, 100*st.GoodBefore/st.CapBefore, st.GoodAfter/1e6, 100*st.GoodAfter/st.CapAfter)
 	}
+}
+
+// grantNote says which incast scenarios' servers grant their senders a
+// budget.
+func grantNote(incast []Scenario) string {
+	var names []string
+	budget := 0.0
+	for _, sc := range incast {
+		if sc.Grant {
+			names, budget = append(names, sc.Name), sc.IngressBudget()
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" In %s the multipath and gbn servers grant their line rate (`--ingress-budget %.0f`, in datagram bytes) max-min fair per client; the others grant nothing.", strings.Join(names, ", "), budget)
 }
 
 func settledText(ms float64) string {

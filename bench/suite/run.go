@@ -179,6 +179,9 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 	if sc.RateStep {
 		srvArgs = append(srvArgs, "--series", stepSeriesWidth.String())
 	}
+	if sc.Grant && (r.Mode == bench.ModeMultipath || r.Mode == bench.ModeGBN) {
+		srvArgs = append(srvArgs, "--ingress-budget", fmt.Sprintf("%.0f", sc.IngressBudget()))
+	}
 	srv := f.Command(ctx, server, cfg.Endpoint, append(srvArgs, common...)...)
 	var sout, serr bytes.Buffer
 	srv.Stdout, srv.Stderr = &sout, &serr

@@ -49,12 +49,24 @@ type Scenario struct {
 	// RateStep: the client's egress cap (stepFrom) is halved halfway through
 	// the run, and the server's 10 ms series shows how soon it is obeyed.
 	RateStep bool
-	Losses   []float64    // loss rates run (nil = Config.Losses)
-	Modes    []bench.Mode // modes run, of those configured (nil = all)
+	// Grant: the server grants its line rate to its senders
+	// (--ingress-budget, multipath and gbn), max-min fair per client. I1-500
+	// runs without: CPU-bound on 2 cores, it delivered less with the grant's
+	// pacing (median 355.5 against 458.2 Mbit/s, docs/transport.md).
+	Grant  bool
+	Losses []float64    // loss rates run (nil = Config.Losses)
+	Modes  []bench.Mode // modes run, of those configured (nil = all)
 }
 
 // LineRate is the server's aggregate ingress rate in bit/s.
 func (s Scenario) LineRate() float64 { return float64(s.Planes) * float64(s.RateBps) }
+
+// IngressBudget is the server's line rate in the datagram bytes its
+// senders pace (UDP payload: MTU-28 of each MTU+14 bytes an Ethernet port
+// shapes).
+func (s Scenario) IngressBudget() float64 {
+	return s.LineRate() * float64(s.MTU-28) / float64(s.MTU+14)
+}
 
 // Hosts is the number of hosts of the scenario's fabric.
 func (s Scenario) Hosts() int { return max(1, s.Senders) + 1 }
@@ -77,7 +89,7 @@ var Scenarios = []Scenario{
 	{Name: "R3-8", Planes: 8, RateBps: 100e6, MTU: 1500},
 	{Name: "R3-4", Planes: 4, RateBps: 100e6, MTU: 1500},
 	{Name: "C1", Planes: 4, RateBps: 200e6, MTU: 1500, Conns: 4000, Modes: atScale},
-	{Name: "I1-1", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 1, Losses: []float64{0}, Modes: atScale},
+	{Name: "I1-1", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 1, Grant: true, Losses: []float64{0}, Modes: atScale},
 	{Name: "I1-500", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 500, Losses: []float64{0}, Modes: atScale},
 	{Name: "L1", Planes: 4, RateBps: 200e6, MTU: 1500, Latency: true, Losses: []float64{0}, Modes: atScale},
 	{Name: "S1", Planes: 4, RateBps: 200e6, MTU: 1500, RateStep: true, Losses: []float64{0}, Modes: []bench.Mode{bench.ModeMultipath}},

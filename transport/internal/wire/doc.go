@@ -9,7 +9,7 @@
 // inconsistent lengths or a bad CRC is rejected with an error wrapping
 // ErrInvalid, so callers count it and drop it.
 //
-// # Wire format, version 4
+// # Wire format, version 5
 //
 // All integers are big-endian. Every packet starts with a 2-byte prefix and
 // ends with a CRC32C (Castagnoli) of every byte before it:
@@ -28,7 +28,7 @@
 // DATA (19-byte header + payload + 4-byte CRC: 23 bytes of overhead, so a
 // 1472-byte datagram carries 1449 payload bytes, an 8972-byte one 8949):
 //
-//	0   1  0x41 (version 4, type 1)
+//	0   1  0x51 (version 5, type 1)
 //	1   1  flags (0x80 retransmission; 0x40 ack immediately, a hint
 //	       receivers may ignore) | entropy index (low 6 bits, 0..63)
 //	2   4  destination connection id
@@ -60,12 +60,12 @@
 //
 // ACK (24-byte header, then path blocks, then CRC):
 //
-//	0   1  0x42 (version 4, type 2)
+//	0   1  0x52 (version 5, type 2)
 //	1   1  flags (0x10 NAK: go-back-N receiver saw a gap; others 0)
 //	2   2  number of path blocks
 //	4   4  destination connection id
 //	8   8  max data: cumulative count of new data bytes the receiver accepts
-//	16  8  rate grant: bytes/s this sender may send to the receiver (0 = no cap)
+//	16  8  rate grant: bytes/s the sending endpoint may send to the receiver, all of its connections together (0 = no cap)
 //	24  …  path blocks, each:
 //	       0  2  path id (plane << 8 | entropy index)
 //	       2  1  SACK words w (0..8, 64-bit words: up to 512 bits)
@@ -111,7 +111,7 @@
 //
 // CLOSE (10-byte header, reason, CRC):
 //
-//	0   1  0x45 (version 4, type 5)
+//	0   1  0x55 (version 5, type 5)
 //	1   1  reserved (0)
 //	2   2  error code (0 = normal close)
 //	4   4  destination connection id

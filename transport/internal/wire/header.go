@@ -11,7 +11,7 @@ import (
 
 // Version is the wire format version this package speaks. It is the high
 // nibble of a packet's first byte; the type is the low nibble.
-const Version = 4
+const Version = 5
 
 // ErrInvalid is wrapped by every parse error.
 var ErrInvalid = errors.New("wire: invalid packet")
