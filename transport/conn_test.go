@@ -482,7 +482,10 @@ func TestConnectionsShareEachPathsWindow(t *testing.T) {
 // with four connections gets no more than a host with one.
 func TestRateGrantIsFairAcrossHostsFirst(t *testing.T) {
 	ctx := testenv.Context(t)
-	const budget = 40e6 // bytes/s
+	// Low enough that the grants bind under the race detector too (the
+	// five senders reached 24 MB/s there): otherwise the host with four
+	// sending goroutines gets more CPU, not more grant.
+	const budget = 8e6 // bytes/s
 	rx := listenT(t, Config{Local: loopbackAddrs(2), IngressBudget: budget})
 	many := listenT(t, Config{Local: loopbackAddrs(2)})
 	one := listenT(t, Config{Local: loopbackAddrs(2)})
