@@ -88,7 +88,8 @@ bench-abuse: deps-demo build
 # minimizing a new input may take 2 s of it (Go's default, 60 s, would leave
 # most of a minute to minimization). fuzz-smoke is the short run make test does.
 FUZZ_TARGETS := ./planes:FuzzParseTopology ./transport/internal/wire:FuzzParse \
-	./transport/internal/wire:FuzzParseUnchecked ./telemetry:FuzzFrameDecode ./bench:FuzzVerify
+	./transport/internal/wire:FuzzParseUnchecked ./transport/internal/wire:FuzzAckLength \
+	./telemetry:FuzzFrameDecode ./bench:FuzzVerify
 FUZZTIME ?= 60s
 FUZZ_SMOKETIME ?= 10s
 # scripts/fuzz-target tells a finding from Go 1.26's fuzztime deadline race.

@@ -240,7 +240,7 @@ func ioStats(ts []*transport.Transport) *IOStats {
 		}
 	}
 	per := func(n, calls uint64) float64 { return float64(n) / float64(max(calls, 1)) }
-	return &IOStats{TxPerCall: per(txp, txb), RxPerCall: per(rxp, rxb), SocketDrops: drops}
+	return &IOStats{TxPerCall: per(txp, txb), RxPerCall: per(rxp, rxb), SocketDrops: drops, TxDatagrams: txp, RxDatagrams: rxp}
 }
 
 type mpListener struct {

@@ -50,6 +50,8 @@ type IOStats struct {
 	TxPerCall   float64 `json:"tx_datagrams_per_call"`
 	RxPerCall   float64 `json:"rx_datagrams_per_call"`
 	SocketDrops uint64  `json:"socket_drops"`
+	TxDatagrams uint64  `json:"tx_datagrams"`
+	RxDatagrams uint64  `json:"rx_datagrams"`
 }
 
 // StatsSource is implemented by transports that can report on a run: Begin

@@ -1,5 +1,11 @@
 package transport
 
+import (
+	"github.com/multiplane/multiplane/transport/internal/ioengine"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
+)
+
 // coalescer gathers batches bound for the same ports into full ones, so
 // the datagrams of many connections leave in few send calls: a receiver
 // of 4,000 connections acked each in its own call (one datagram per call),
@@ -22,13 +28,20 @@ func (co *coalescer) add(ob outBatch) {
 		i++
 	}
 	if i == len(co.out) {
-		co.out = append(co.out, ob)
+		if ob.pack > 0 {
+			packInPlace(ob.batch, ob.pack)
+		}
+		co.out = append(co.out, outBatch{port: ob.port, batch: ob.batch})
 		co.n += len(ob.batch.Pkts)
 		co.sendIfFull(i)
 		return
 	}
 	cur := &co.out[i]
-	for _, pk := range ob.batch.Pkts {
+	for k := range ob.batch.Pkts {
+		pk := &ob.batch.Pkts[k]
+		if ob.pack > 0 && packInto(cur.batch.Pkts, len(cur.batch.Pkts), pk, ob.pack) {
+			continue
+		}
 		np := cur.batch.Next()
 		np.Buf = append(np.Buf, pk.Buf...)
 		np.Addr = pk.Addr
@@ -36,6 +49,50 @@ func (co *coalescer) add(ob outBatch) {
 		co.sendIfFull(i)
 	}
 	ob.batch.Release()
+}
+
+// packScan is how many of a batch's last datagrams packInto looks at.
+const packScan = 16
+
+// packInto appends pk, if it is an ACK datagram, to one of the last
+// datagrams of pkts[:n] that holds ACKs to the same address and has room
+// for it within limit bytes (wire.AckLength: ACKs may share a datagram),
+// and reports whether it did. A batch built as ACKs may carry data too (a
+// connection's turn adds its data to the batches it holds per port).
+func packInto(pkts []ioengine.Packet, n int, pk *ioengine.Packet, limit protocol.ByteCount) bool {
+	if !isAck(pk.Buf) {
+		return false
+	}
+	for j := n - 1; j >= 0 && j >= n-packScan; j-- {
+		q := &pkts[j]
+		if q.Addr != pk.Addr || !isAck(q.Buf) {
+			continue
+		}
+		if size := len(q.Buf) + len(pk.Buf); size <= int(limit) && size <= cap(q.Buf) {
+			q.Buf = append(q.Buf, pk.Buf...)
+			return true
+		}
+	}
+	return false
+}
+
+// packInPlace packs a batch's ACK datagrams to the same address into as
+// few datagrams as limit allows, keeping the order of the others.
+func packInPlace(b *ioengine.Batch, limit protocol.ByteCount) {
+	w := 0
+	for r := range b.Pkts {
+		if packInto(b.Pkts, w, &b.Pkts[r], limit) {
+			continue
+		}
+		b.Pkts[w], b.Pkts[r] = b.Pkts[r], b.Pkts[w]
+		w++
+	}
+	b.Pkts = b.Pkts[:w]
+}
+
+func isAck(buf []byte) bool {
+	typ, err := wire.PeekType(buf)
+	return err == nil && typ == wire.TypeAck
 }
 
 func (co *coalescer) sendIfFull(i int) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/multiplane/multiplane/transport/internal/ioengine"
+	"github.com/multiplane/multiplane/transport/internal/protocol"
+	"github.com/multiplane/multiplane/transport/internal/wire"
 )
 
 // The batches of many connections leave in full batches, one partial one
@@ -54,7 +56,7 @@ func TestCoalescerSendsFullBatchesInOrder(t *testing.T) {
 				pk.Addr = rx.LocalAddr()
 				want[i] = append(want[i], s)
 			}
-			co.add(outBatch{port, bt})
+			co.add(outBatch{port: port, batch: bt})
 		}
 	}
 	if s := a.Stats(); s.TxBatches != 1 || s.TxPackets != 64 {
@@ -92,4 +94,93 @@ func TestCoalescerSendsFullBatchesInOrder(t *testing.T) {
 			t.Errorf("port %d delivered %q, want %q", i, got[port.LocalAddr()], want[i])
 		}
 	}
+}
+
+// ACKs to one address share datagrams up to the batch's pack size; ACKs
+// to another address, and data, keep their own datagrams and their order.
+func TestCoalescerPacksAcksPerAddress(t *testing.T) {
+	loop := netip.MustParseAddrPort("127.0.0.1:0")
+	port, err := ioengine.Listen(loop, ioengine.Config{BatchSize: 64, BufferSize: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer port.Close()
+	peerA := netip.MustParseAddrPort("127.0.0.1:9")
+	peerB := netip.MustParseAddrPort("127.0.0.2:9")
+	tr := &Transport{}
+	tr.cfg.Logger = slog.New(slog.DiscardHandler)
+	co := coalescer{t: tr, msg: "send failed"}
+	ack := func(id protocol.ConnectionID, to netip.AddrPort, n int) outBatch {
+		bt := port.Pool().Get()
+		for range n {
+			pk := bt.Next()
+			pk.Buf = (&wire.Ack{DstConnID: id, Blocks: []wire.PathAck{{PathID: 1, Cumulative: 1, Largest: 2}}}).Append(pk.Buf)
+			pk.Addr = to
+		}
+		return outBatch{port: port, batch: bt, pack: 1472}
+	}
+	data := port.Pool().Get()
+	pk := data.Next()
+	pk.Buf, pk.Addr = append(pk.Buf, "data"...), peerA
+	co.add(ack(1, peerA, 2)) // packed in place: one datagram
+	co.add(outBatch{port: port, batch: data})
+	for id := range protocol.ConnectionID(40) {
+		ob := ack(10+id, peerA, 1)
+		if id == 20 { // a connection's turn adds data to the batch it holds
+			pk := ob.batch.Next()
+			pk.Buf, pk.Addr = append(pk.Buf, "tail"...), peerA
+		}
+		co.add(ob)
+		co.add(ack(100+id, peerB, 1))
+	}
+	pkts := co.out[0].batch.Pkts
+	var toA, toB []int // ACKs per datagram
+	var order []protocol.ConnectionID
+	for i, pk := range pkts {
+		if string(pk.Buf) == "data" {
+			if i != 1 {
+				t.Errorf("data is datagram %d, want 1 (after the first ACK)", i)
+			}
+			continue
+		}
+		if string(pk.Buf) == "tail" {
+			continue
+		}
+		k := 0
+		for buf := pk.Buf; len(buf) > 0; k++ {
+			n, err := wire.AckLength(buf)
+			if err != nil {
+				t.Fatalf("datagram %d: %v", i, err)
+			}
+			a, err := wire.ParseAck(buf[:n], nil)
+			if err != nil {
+				t.Fatalf("datagram %d: %v", i, err)
+			}
+			if pk.Addr == peerA {
+				order = append(order, a.DstConnID)
+			}
+			buf = buf[n:]
+		}
+		if len(pk.Buf) > 1472 {
+			t.Errorf("datagram %d of %d bytes, over the pack size", i, len(pk.Buf))
+		}
+		if pk.Addr == peerA {
+			toA = append(toA, k)
+		} else {
+			toB = append(toB, k)
+		}
+	}
+	per := 1472 / int((&wire.Ack{Blocks: make([]wire.PathAck, 1)}).Length())
+	if len(toA) != (42+per-1)/per || len(toB) != (40+per-1)/per {
+		t.Errorf("ACKs per datagram to A %v, to B %v: want %d per datagram", toA, toB, per)
+	}
+	for i := 1; i < len(order); i++ {
+		if order[i] < order[i-1] {
+			t.Fatalf("ACKs to A out of order: %v", order)
+		}
+	}
+	if len(order) != 42 {
+		t.Errorf("%d ACKs to A, want 42", len(order))
+	}
+	co.flush()
 }

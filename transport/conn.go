@@ -158,6 +158,10 @@ type retxItem struct {
 type outBatch struct {
 	port  *ioengine.Port
 	batch *ioengine.Batch
+	// pack, for a batch of ACK packets, is the datagram size up to which a
+	// coalescer may pack them with other ACKs to the same address (0:
+	// never).
+	pack protocol.ByteCount
 }
 
 type sendMsg struct {
@@ -779,7 +783,7 @@ func (c *Conn) buildClose() []outBatch {
 			pk.Buf = cl.Append(pk.Buf)
 			pk.Addr = c.peerAddrs[i]
 		}
-		obs = append(obs, outBatch{port, b})
+		obs = append(obs, outBatch{port: port, batch: b})
 	}
 	return obs
 }

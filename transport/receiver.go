@@ -265,7 +265,7 @@ func (c *Conn) buildAck(now time.Time, pref int) outBatch {
 	pk := b.Next()
 	pk.Buf = a.Append(pk.Buf)
 	pk.Addr = c.peerAddrs[plane]
-	return outBatch{port, b}
+	return outBatch{port: port, batch: b, pack: c.dgram}
 }
 
 // buildControlAck builds an ACK without blocks carrying fresh credit.
@@ -287,5 +287,5 @@ func (c *Conn) buildKeepalive() outBatch {
 	pk := b.Next()
 	pk.Buf = a.Append(pk.Buf)
 	pk.Addr = c.peerAddrs[plane]
-	return outBatch{port, b}
+	return outBatch{port: port, batch: b, pack: c.dgram}
 }

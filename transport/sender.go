@@ -140,7 +140,7 @@ func (c *Conn) batchFor(port *ioengine.Port) *ioengine.Batch {
 		}
 	}
 	b := port.Pool().Get()
-	c.out = append(c.out, outBatch{port, b})
+	c.out = append(c.out, outBatch{port: port, batch: b})
 	return b
 }
 

@@ -219,17 +219,24 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 			}
 			c.onData(now, at, pl.idx, &d, pk.TOS&3 == ioengine.ECNCE)
 		case wire.TypeAck:
-			a, err := wire.ParseAck(pk.Buf, pl.ackBlocks[:0])
-			if err != nil {
-				t.garbage.Add(1)
-				continue
+			// Several ACK packets may share the datagram (wire.AckLength).
+			for buf := pk.Buf; len(buf) > 0; {
+				n, err := wire.AckLength(buf)
+				if err != nil {
+					t.garbage.Add(1)
+					break
+				}
+				a, err := wire.ParseAck(buf[:n], pl.ackBlocks[:0])
+				if err != nil {
+					t.garbage.Add(1)
+					break
+				}
+				buf = buf[n:]
+				pl.ackBlocks = a.Blocks[:0]
+				if c := t.lockConn(&cur, a.DstConnID, pl); c != nil {
+					c.onAck(now, at, &a)
+				}
 			}
-			pl.ackBlocks = a.Blocks[:0]
-			c := t.lockConn(&cur, a.DstConnID, pl)
-			if c == nil {
-				continue
-			}
-			c.onAck(now, at, &a)
 		case wire.TypeInit, wire.TypeInitAck:
 			if cur != nil {
 				cur.mu.Unlock()

@@ -132,6 +132,33 @@ func ParseAck(b []byte, blocks []PathAck) (Ack, error) {
 	return a, nil
 }
 
+// AckLength returns the length of the ACK packet at the start of b. A
+// datagram may pack several ACK packets back to back, each with its own
+// CRC (a receiver of many connections acks a peer's in one datagram);
+// AckLength finds where the next one starts without trusting more than
+// the bytes it reads.
+func AckLength(b []byte) (int, error) {
+	if len(b) < AckHeaderSize+CRCSize {
+		return 0, errf("short ACK header")
+	}
+	n := int(binary.BigEndian.Uint16(b[2:]))
+	off := AckHeaderSize
+	for i := 0; i < n; i++ {
+		if len(b) < off+AckBlockHeaderSize {
+			return 0, errf("short ACK block %d", i)
+		}
+		w := int(b[off+2])
+		if w > MaxSackWords {
+			return 0, errf("ACK block %d has %d SACK words", i, w)
+		}
+		off += AckBlockHeaderSize + 8*w
+	}
+	if off += CRCSize; off > len(b) {
+		return 0, errf("short ACK: %d bytes of %d", len(b), off)
+	}
+	return off, nil
+}
+
 // Length returns the encoded size of a.
 func (a *Ack) Length() protocol.ByteCount {
 	n := AckHeaderSize + CRCSize

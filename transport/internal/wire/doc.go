@@ -89,6 +89,11 @@
 // delay, is the fabric's round trip without either endpoint's scheduling
 // delays; congestion control reacts to that (see package congestion).
 //
+// A datagram may carry several ACK packets back to back, each with its own
+// header and CRC (AckLength finds the next), and nothing else after them:
+// a receiver of many connections from one peer acks them in one datagram.
+// It packs no more than the connection's agreed datagram size.
+//
 // INIT / INIT_ACK (32 bytes + CRC). The dialer sends an INIT on every plane
 // from its receive socket there; the acceptor takes the dialer's address on
 // a plane from the source of the INIT that crossed it, and answers each with

@@ -297,3 +297,65 @@ func TestHandshakeDatagramSize(t *testing.T) {
 		}
 	}
 }
+
+// Several ACK packets packed in one datagram split at AckLength and parse
+// one by one; a truncated last one or a non-ACK tail is an error.
+func TestPackedAcksSplit(t *testing.T) {
+	acks := []*Ack{samplePackets()["ack"].(*Ack), {DstConnID: 9}, {DstConnID: 11, MaxData: 5, Blocks: []PathAck{{PathID: 2, Cumulative: 1, Largest: 3}}}}
+	var dgram []byte
+	for _, a := range acks {
+		dgram = a.Append(dgram)
+	}
+	var got []protocol.ConnectionID
+	for buf := dgram; len(buf) > 0; {
+		n, err := AckLength(buf)
+		if err != nil {
+			t.Fatalf("after %d ACKs: %v", len(got), err)
+		}
+		a, err := ParseAck(buf[:n], nil)
+		if err != nil {
+			t.Fatalf("ACK %d: %v", len(got), err)
+		}
+		if n != int(a.Length()) {
+			t.Fatalf("ACK %d: AckLength %d, Length %d", len(got), n, a.Length())
+		}
+		got = append(got, a.DstConnID)
+		buf = buf[n:]
+	}
+	if len(got) != 3 || got[0] != 7 || got[1] != 9 || got[2] != 11 {
+		t.Fatalf("connections %v, want [7 9 11]", got)
+	}
+	if _, err := AckLength(dgram[:len(dgram)-1][int(acks[0].Length())+int(acks[1].Length()):]); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("truncated last ACK: %v", err)
+	}
+	tail := (&Close{DstConnID: 1}).Append(acks[1].Append(nil))
+	n, err := AckLength(tail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseAck(tail[n:], nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a CLOSE after an ACK parsed as an ACK: %v", err)
+	}
+}
+
+// AckLength never reads past its input and agrees with ParseAck on every
+// ACK that parses.
+func FuzzAckLength(f *testing.F) {
+	f.Add(samplePackets()["ack"].Append(nil))
+	f.Add((&Ack{DstConnID: 7}).Append(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := AckLength(b)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error not wrapping ErrInvalid: %v", err)
+			}
+			return
+		}
+		if n <= 0 || n > len(b) {
+			t.Fatalf("length %d of %d bytes", n, len(b))
+		}
+		if a, err := ParseAck(b[:n], nil); err == nil && int(a.Length()) != n {
+			t.Fatalf("AckLength %d, parsed ACK's length %d", n, a.Length())
+		}
+	})
+}
