@@ -50,9 +50,7 @@ type Scenario struct {
 	// the run, and the server's 10 ms series shows how soon it is obeyed.
 	RateStep bool
 	// Grant: the server grants its line rate to its senders
-	// (--ingress-budget, multipath and gbn), max-min fair per client. I1-500
-	// runs without: CPU-bound on 2 cores, it delivered less with the grant's
-	// pacing (median 355.5 against 458.2 Mbit/s, docs/transport.md).
+	// (--ingress-budget, multipath and gbn), max-min fair per client.
 	Grant  bool
 	Losses []float64    // loss rates run (nil = Config.Losses)
 	Modes  []bench.Mode // modes run, of those configured (nil = all)
@@ -90,7 +88,7 @@ var Scenarios = []Scenario{
 	{Name: "R3-4", Planes: 4, RateBps: 100e6, MTU: 1500},
 	{Name: "C1", Planes: 4, RateBps: 200e6, MTU: 1500, Conns: 4000, Modes: atScale},
 	{Name: "I1-1", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 1, Grant: true, Losses: []float64{0}, Modes: atScale},
-	{Name: "I1-500", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 500, Losses: []float64{0}, Modes: atScale},
+	{Name: "I1-500", Planes: 4, RateBps: 200e6, MTU: 1500, Senders: 8, Conns: 500, Grant: true, Losses: []float64{0}, Modes: atScale},
 	{Name: "L1", Planes: 4, RateBps: 200e6, MTU: 1500, Latency: true, Losses: []float64{0}, Modes: atScale},
 	{Name: "S1", Planes: 4, RateBps: 200e6, MTU: 1500, RateStep: true, Losses: []float64{0}, Modes: []bench.Mode{bench.ModeMultipath}},
 }
