@@ -211,10 +211,18 @@ func (t *mpTransport) End(cfg *Config) Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var rt int64
+	rec := &Recovery{}
 	planes := make([]int64, len(cfg.Bind))
 	for _, c := range t.conns {
 		st := c.Stats()
 		rt += int64(st.Retransmits)
+		for _, p := range st.Paths {
+			rec.PacketsLost += p.PacketsLost
+			rec.SpuriousLosses += p.SpuriousLosses
+			rec.Timeouts += p.Timeouts
+			rec.SpuriousTimeouts += p.SpuriousTimeouts
+			rec.Stalls += p.Stalls
+		}
 		for _, p := range st.Planes {
 			if p.Plane < 0 || p.Plane >= len(planes) {
 				continue
@@ -230,7 +238,7 @@ func (t *mpTransport) End(cfg *Config) Stats {
 	if len(t.ts) > 0 {
 		io = ioStats(t.ts)
 	}
-	return Stats{Retransmits: &rt, PlaneBytes: planes, IO: io}
+	return Stats{Retransmits: &rt, PlaneBytes: planes, IO: io, Recovery: rec}
 }
 
 func ioStats(ts []*transport.Transport) *IOStats {

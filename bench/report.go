@@ -48,6 +48,8 @@ type Result struct {
 	RateChanges []RateChange `json:"rate_changes,omitempty"`
 	// Series (server, --series): verified goodput per bucket.
 	Series *Series `json:"series,omitempty"`
+	// Recovery (multipath, gbn): how the senders found their losses.
+	Recovery *Recovery `json:"recovery,omitempty"`
 	// EgressSeries (client, --series, multipath/gbn): the UDP payload bytes
 	// of data datagrams the transport's pacers released per bucket.
 	EgressSeries *Series `json:"egress_series,omitempty"`

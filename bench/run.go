@@ -75,6 +75,7 @@ func applyStats(r *Result, st Stats) {
 	r.Retransmits = st.Retransmits
 	r.PerPlaneBytes = st.PlaneBytes
 	r.IO = st.IO
+	r.Recovery = st.Recovery
 }
 
 // dial connects with retries until cfg.ConnectTimeout: the server may

@@ -41,6 +41,17 @@ type Stats struct {
 	Retransmits *int64
 	PlaneBytes  []int64  // bytes sent (client) or received (server) per plane
 	IO          *IOStats // nil when unknown
+	Recovery    *Recovery
+}
+
+// Recovery is how the connections' senders found their losses (package
+// transport's counters, every connection and path together).
+type Recovery struct {
+	PacketsLost      uint64 `json:"packets_lost"`      // declared lost, by gap or timer
+	SpuriousLosses   uint64 `json:"spurious_losses"`   // declared lost, then acknowledged
+	Timeouts         uint64 `json:"timeouts"`          // retransmission timeouts
+	SpuriousTimeouts uint64 `json:"spurious_timeouts"` // undone by a late acknowledgement
+	Stalls           uint64 `json:"stalls"`            // every path timed out at once
 }
 
 // IOStats are the socket I/O counters of the run's endpoints, all planes
