@@ -92,6 +92,7 @@ type Conn struct {
 	sentNew     protocol.ByteCount
 	peerMaxData protocol.ByteCount
 	grant       protocol.Rate
+	resending   bool // fill is placing a retransmission (eligible)
 	connPacer   *congestion.Pacer
 	curAvoid    int
 	stallStreak int // consecutive all-path timeouts treated as a stall

@@ -32,6 +32,7 @@ const workerFlushDatagrams = 64
 type worker struct {
 	mu      sync.Mutex
 	ready   []*Conn   // woken, in turn
+	urgent  []*Conn   // woken for a turn in a shared window: run first
 	waiting deadlines // by next deadline
 	kick    chan struct{}
 
@@ -57,7 +58,8 @@ func (w *worker) flush() {
 // (but w, set once when it is scheduled).
 type schedState struct {
 	w      atomic.Pointer[worker]
-	queued bool      // in w.ready
+	queued bool      // to run: in w.ready or w.urgent (entries of a run one are stale)
+	urgent bool      // in w.urgent
 	at     time.Time // deadline in w.waiting (when index >= 0)
 	index  int       // in w.waiting, -1 when not there
 	woken  bool      // woken since it last ran (counted as a wake)
@@ -85,6 +87,50 @@ func (t *Transport) schedule(c *Conn) {
 	w.mu.Unlock()
 	c.sched.w.Store(w)
 	c.wakeSender()
+}
+
+// next takes the next connection to run, those woken for a turn first,
+// skipping stale entries; w.mu held.
+func (w *worker) next() *Conn {
+	if c := popLive(&w.urgent, func(c *Conn) bool { return c.sched.urgent }); c != nil {
+		return c
+	}
+	return popLive(&w.ready, func(c *Conn) bool { return c.sched.queued })
+}
+
+// popLive pops entries off the front of q until one is live.
+func popLive(q *[]*Conn, live func(*Conn) bool) *Conn {
+	for len(*q) > 0 {
+		c := (*q)[0]
+		(*q)[0] = nil
+		*q = (*q)[1:]
+		if live(c) {
+			return c
+		}
+	}
+	return nil
+}
+
+// wakeForTurn has the connection's send work run before the other work
+// waiting: it is the head of a shared window's turns, which stays idle
+// until it sends. Behind the ready queue of 4,000 connections the window
+// stood empty while thousands waited for their turns.
+func (c *Conn) wakeForTurn() {
+	w := c.sched.w.Load()
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	c.sched.woken = true
+	if !c.sched.urgent && !c.sched.ended {
+		c.sched.queued, c.sched.urgent = true, true
+		w.urgent = append(w.urgent, c)
+	}
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
 }
 
 // wakeSender has the connection's send work run soon.
@@ -121,11 +167,8 @@ func (t *Transport) runWorker(w *worker) {
 				w.ready = append(w.ready, c)
 			}
 		}
-		if len(w.ready) > 0 {
-			c := w.ready[0]
-			w.ready[0] = nil
-			w.ready = w.ready[1:]
-			c.sched.queued = false
+		if c := w.next(); c != nil {
+			c.sched.queued, c.sched.urgent = false, false
 			if c.sched.ended { // woken while its last turn ended it
 				w.mu.Unlock()
 				continue

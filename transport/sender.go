@@ -83,7 +83,17 @@ func (c *Conn) hooks() *hooks { return (*hooks)(c) }
 
 func (c *Conn) eligible(i int) bool {
 	p := c.active[i]
-	if !c.validPlane(p.plane) || !p.shared.admit(p, p.sent.CanSend(), c.now) {
+	if !c.validPlane(p.plane) {
+		return false
+	}
+	if c.resending {
+		// A retransmission does not wait for a turn: its message cannot
+		// complete without it, and a turn of one datagram among 4,000
+		// connections waited a whole round (seconds) for it.
+		if !p.sent.CanSend() {
+			return false
+		}
+	} else if !p.shared.admit(p, p.sent.CanSend(), c.now) {
 		return false
 	}
 	rate, burst, granted := c.pathRate(p)
@@ -189,7 +199,9 @@ func (c *Conn) fill(now time.Time) int {
 			c.passTurns(now)
 			return n
 		}
+		c.resending = src == 2
 		i := c.sel.Pick(now, c.hooks(), avoid)
+		c.resending = false
 		if i < 0 {
 			return n
 		}

@@ -62,7 +62,7 @@ func (sp *sharedPath) admit(p *path, room bool, now time.Time) bool {
 	}
 	sp.mu.Unlock()
 	if wake != nil {
-		wake.wakeSender()
+		wake.wakeForTurn()
 	}
 	return false
 }
@@ -83,7 +83,7 @@ func (sp *sharedPath) used(p *path, n, dgram protocol.ByteCount, now time.Time) 
 	}
 	sp.mu.Unlock()
 	if wake != nil {
-		wake.wakeSender()
+		wake.wakeForTurn()
 	}
 	return true
 }
@@ -97,7 +97,7 @@ func (sp *sharedPath) pass(p *path, now time.Time) {
 	}
 	sp.mu.Unlock()
 	if wake != nil {
-		wake.wakeSender()
+		wake.wakeForTurn()
 	}
 }
 
@@ -117,7 +117,7 @@ func (sp *sharedPath) leave(p *path, now time.Time) {
 	}
 	sp.mu.Unlock()
 	if wake != nil {
-		wake.wakeSender()
+		wake.wakeForTurn()
 	}
 }
 
@@ -130,7 +130,7 @@ func (sp *sharedPath) offer() {
 	}
 	sp.mu.Unlock()
 	if wake != nil {
-		wake.wakeSender()
+		wake.wakeForTurn()
 	}
 }
 
