@@ -834,7 +834,11 @@ serve:
 		err = fmt.Errorf("%w: %d errors", ErrVerify, r.Errors)
 	}
 	if err == nil && r.FailedConnections > 0 {
-		err = fmt.Errorf("%w: %d of %d connections: %w", ErrConnFailed, r.FailedConnections, r.Connections, firstErr)
+		cause := firstErr
+		if cause == nil { // cut off by the server's own stop (--timeout)
+			cause = errors.New("they had not finished when the server stopped")
+		}
+		err = fmt.Errorf("%w: %d of %d connections: %w", ErrConnFailed, r.FailedConnections, r.Connections, cause)
 	}
 	return r, err
 }

@@ -75,8 +75,9 @@ type ConnStats struct {
 	// smaller of the two ends' Config.MaxDatagramSize, agreed in the
 	// handshake.
 	DatagramSize ByteCount
-	// RateGrant is the rate the peer's receiver last granted this
-	// connection (0: none).
+	// RateGrant is the rate the peer's receiver last granted, in this
+	// connection's ACKs, to this endpoint: all of its connections to the
+	// peer together (0: none).
 	RateGrant         Rate
 	PathSetGeneration uint64
 	Planes            []PlaneConnStats
