@@ -86,6 +86,9 @@ func TestTransportApplierFromEtcd(t *testing.T) {
 	putGen(t, s.Client, 3)
 	start(t, ag)
 	testutil.WaitFor(t, wait, "the connection on generation 3", func() bool { return conn.Stats().PathSetGeneration == 3 })
+	// The transport takes the path set before the agent records it: the
+	// status names planes from the applied document only then.
+	testutil.WaitFor(t, wait, "generation 3 applied", func() bool { return ag.Status().AppliedGeneration == 3 })
 	if got := activePlanes(conn); len(got) != 3 || got[0] != 2 || got[2] != 2 || got[3] != 2 {
 		t.Fatalf("active paths per plane %v, want 2 on each of planes 0, 2, 3", got)
 	}
