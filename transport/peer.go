@@ -48,9 +48,6 @@ type peer struct {
 	refs  int        // connections (Transport.mu)
 	addrs []peerAddr // keys of Transport.peers that name it (Transport.mu)
 
-	// activeConns is how many of its connections sent data recently (see
-	// Transport.activeSenders).
-	activeConns atomic.Int64
 	// grant is the rate the peer last granted this endpoint in an ACK, for
 	// all of the connections together (0: none).
 	grant atomic.Uint64

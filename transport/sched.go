@@ -89,6 +89,14 @@ func (t *Transport) schedule(c *Conn) {
 	c.wakeSender()
 }
 
+// wake has the worker goroutine look at its queues.
+func (w *worker) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
 // next takes the next connection to run, those woken for a turn first,
 // skipping stale entries; w.mu held.
 func (w *worker) next() *Conn {
@@ -127,10 +135,7 @@ func (c *Conn) wakeForTurn() {
 		w.urgent = append(w.urgent, c)
 	}
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	w.wake()
 }
 
 // wakeSender has the connection's send work run soon.
@@ -146,10 +151,7 @@ func (c *Conn) wakeSender() {
 		w.ready = append(w.ready, c)
 	}
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	w.wake()
 }
 
 func (t *Transport) runWorker(w *worker) {

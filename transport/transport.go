@@ -389,8 +389,7 @@ const (
 )
 
 // activeSenders returns how many peers, and how many connections, sent
-// data recently (at least 1 each), and sets each peer's activeConns;
-// recounted at most every activeRecount.
+// data recently (at least 1 each); recounted at most every activeRecount.
 func (t *Transport) activeSenders(now time.Time) (peers, conns int64) {
 	n := now.UnixNano()
 	if at := t.sendersAt.Load(); n-at < int64(activeRecount) && t.senders.Load() > 0 {
@@ -401,21 +400,18 @@ func (t *Transport) activeSenders(now time.Time) (peers, conns int64) {
 	if at := t.sendersAt.Load(); n-at < int64(activeRecount) && t.senders.Load() > 0 {
 		return t.sendingPeers.Load(), t.senders.Load()
 	}
-	counts := map[*peer]int64{}
+	sending := map[*peer]struct{}{}
 	t.mu.RLock()
 	for _, c := range t.conns {
 		if n-c.lastData.Load() < int64(activeWindow) {
 			conns++
 			if p := c.peer.Load(); p != nil {
-				counts[p.root()]++
+				sending[p.root()] = struct{}{}
 			}
 		}
 	}
-	for _, p := range t.peers {
-		p.activeConns.Store(counts[p])
-	}
 	t.mu.RUnlock()
-	peers, conns = max(int64(len(counts)), 1), max(conns, 1)
+	peers, conns = max(int64(len(sending)), 1), max(conns, 1)
 	t.senders.Store(conns)
 	t.sendingPeers.Store(peers)
 	t.sendersAt.Store(n)
