@@ -239,6 +239,7 @@ func (t *mpTransport) End(cfg *Config) Stats {
 	defer t.mu.Unlock()
 	var rt int64
 	rec := &Recovery{}
+	var det transport.Detections
 	planes := make([]int64, len(cfg.Bind))
 	for _, c := range t.conns {
 		st := c.Stats()
@@ -249,6 +250,7 @@ func (t *mpTransport) End(cfg *Config) Stats {
 			rec.Timeouts += p.Timeouts
 			rec.SpuriousTimeouts += p.SpuriousTimeouts
 			rec.Stalls += p.Stalls
+			det.Add(p.Detections)
 		}
 		for _, p := range st.Planes {
 			if p.Plane < 0 || p.Plane >= len(planes) {
@@ -264,6 +266,10 @@ func (t *mpTransport) End(cfg *Config) Stats {
 	io := t.closedIO
 	if len(t.ts) > 0 {
 		io = ioStats(t.ts)
+	}
+	rec.Detectors = map[string]DetectorCount{
+		"gap": DetectorCount(det.Gap), "time": DetectorCount(det.Time), "shared": DetectorCount(det.Shared),
+		"timeout": DetectorCount(det.Timeout), "removal": DetectorCount(det.Removal),
 	}
 	return Stats{Retransmits: &rt, PlaneBytes: planes, IO: io, Recovery: rec}
 }

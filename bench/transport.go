@@ -52,6 +52,16 @@ type Recovery struct {
 	Timeouts         uint64 `json:"timeouts"`          // retransmission timeouts
 	SpuriousTimeouts uint64 `json:"spurious_timeouts"` // undone by a late acknowledgement
 	Stalls           uint64 `json:"stalls"`            // every path timed out at once
+	// Detectors splits packets_lost and spurious_losses by what declared
+	// the loss.
+	Detectors map[string]DetectorCount `json:"detectors,omitempty"`
+}
+
+// DetectorCount is what one loss detector declared lost and how much of
+// it was acknowledged afterwards.
+type DetectorCount struct {
+	Lost     uint64 `json:"lost"`
+	Spurious uint64 `json:"spurious"`
 }
 
 // IOStats are the socket I/O counters of the run's endpoints, all planes

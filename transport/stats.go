@@ -2,6 +2,8 @@ package transport
 
 import (
 	"time"
+
+	"github.com/multiplane/multiplane/transport/internal/ackhandler"
 )
 
 // PathStats are the counters of one path of a connection.
@@ -18,6 +20,9 @@ type PathStats struct {
 	SpuriousTimeouts uint64 // timeouts undone by a late acknowledgement
 	Stalls           uint64 // every path timed out at once: only backed off
 	ECNMarks         uint64 // CE marks echoed by the receiver
+	// Detections splits PacketsLost and SpuriousLosses by what declared
+	// the loss.
+	Detections Detections
 	// SmoothedRTT is the whole round trip, endpoint delays included;
 	// MinRTT and FabricRTT (the smallest sample of the last round) leave
 	// out the time datagrams waited in either endpoint, from kernel
@@ -34,6 +39,45 @@ type PathStats struct {
 	// WaitingTurns is how many of those connections wait for a turn in
 	// the window (see turns.go).
 	WaitingTurns int
+}
+
+// Detections count the packets each loss detector declared lost and how
+// many of them were acknowledged afterwards (spurious).
+type Detections struct {
+	Gap     DetectorCount // ReorderThreshold later packets acknowledged
+	Time    DetectorCount // a later packet acknowledged, reordering window passed
+	Shared  DetectorCount // another connection's later packet on the path acknowledged
+	Timeout DetectorCount // retransmission timeout
+	Removal DetectorCount // the path left the path set
+}
+
+// DetectorCount is one loss detector's count.
+type DetectorCount struct {
+	Lost, Spurious uint64
+}
+
+// Add adds o to d.
+func (d *Detections) Add(o Detections) {
+	for i, c := range o.counts() {
+		mine := d.counts()[i]
+		mine.Lost += c.Lost
+		mine.Spurious += c.Spurious
+	}
+}
+
+func (d *Detections) counts() [ackhandler.Detectors]*DetectorCount {
+	return [...]*DetectorCount{
+		ackhandler.ByGap: &d.Gap, ackhandler.ByTime: &d.Time, ackhandler.ByShared: &d.Shared,
+		ackhandler.ByTimeout: &d.Timeout, ackhandler.ByRemoval: &d.Removal,
+	}
+}
+
+func detections(by [ackhandler.Detectors]ackhandler.DetectorStats) Detections {
+	var d Detections
+	for i, c := range d.counts() {
+		c.Lost, c.Spurious = by[i].Lost, by[i].Spurious
+	}
+	return d
 }
 
 // PlaneConnStats aggregates a connection's paths on one plane.
@@ -116,7 +160,8 @@ func (c *Conn) Stats() ConnStats {
 			Retired:     p.idx >= 0 && c.sel.Retired(p.idx),
 			PacketsSent: st.PacketsSent, BytesSent: st.BytesSent, PacketsAcked: st.PacketsAcked,
 			PacketsLost: st.PacketsLost, Retransmits: p.retx, SpuriousLosses: st.SpuriousLosses,
-			Timeouts: st.Timeouts, SpuriousTimeouts: st.SpuriousTimeouts, Stalls: st.Stalls, ECNMarks: st.ECNMarks, SmoothedRTT: st.SmoothedRTT, MinRTT: st.MinRTT, FabricRTT: st.FabricRTT,
+			Detections: detections(st.ByDetector),
+			Timeouts:   st.Timeouts, SpuriousTimeouts: st.SpuriousTimeouts, Stalls: st.Stalls, ECNMarks: st.ECNMarks, SmoothedRTT: st.SmoothedRTT, MinRTT: st.MinRTT, FabricRTT: st.FabricRTT,
 			CongestionWindow: window, BytesInFlight: st.BytesInFly, SharedBytesInFlight: shared, WaitingTurns: p.shared.waitingTurns(),
 		}
 		s.Paths = append(s.Paths, ps)

@@ -49,6 +49,32 @@ type sentPacket struct {
 	sent  time.Time
 	size  protocol.ByteCount
 	state pktState
+	cause Detector // what declared it lost
+}
+
+// Detector names what declared a packet lost.
+type Detector uint8
+
+const (
+	// ByGap: ReorderThreshold later packets of the path were acknowledged.
+	ByGap Detector = iota
+	// ByTime: a later packet was acknowledged and the reordering window passed.
+	ByTime
+	// ByShared: another connection's later packet on the shared path was
+	// acknowledged and the reordering window passed.
+	ByShared
+	// ByTimeout: the retransmission timer fired.
+	ByTimeout
+	// ByRemoval: the path left the path set (AbandonAll).
+	ByRemoval
+	// Detectors is the number of detectors.
+	Detectors
+)
+
+// DetectorStats count what one detector declared lost and how much of it
+// was acknowledged afterwards.
+type DetectorStats struct {
+	Lost, Spurious uint64
 }
 
 // PathStats are the sender-side counters of one path.
@@ -61,6 +87,7 @@ type PathStats struct {
 	SpuriousTimeouts             uint64
 	Stalls                       uint64 // timeouts of every path at once: backed off only
 	ECNMarks                     uint64
+	ByDetector                   [Detectors]DetectorStats
 	SmoothedRTT, MinRTT, RTO     time.Duration
 	FabricRTT                    time.Duration // RTTStats.RoundMin
 	CongestionWindow, BytesInFly protocol.ByteCount
@@ -224,6 +251,7 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, endpointDelay time.Du
 			h.OnAcked(e.ref, e.size, false)
 		case stateLost:
 			p.stats.SpuriousLosses++
+			p.stats.ByDetector[e.cause].Spurious++
 			e.state = stateAcked
 			spurious += e.size
 			if pn == blk.Largest {
@@ -282,7 +310,7 @@ func (p *SentPath) OnAck(now time.Time, blk *wire.PathAck, endpointDelay time.Du
 			continue
 		}
 		if r, known := blk.Received(pn); known && !r {
-			p.markLost(now, e, h)
+			p.markLost(now, e, ByGap, h)
 			lost++
 		}
 	}
@@ -331,7 +359,7 @@ func (p *SentPath) detectByTime(now time.Time, h Handler) int {
 			continue
 		}
 		if t := e.sent.Add(delay); !now.Before(t) {
-			p.markLost(now, e, h)
+			p.markLost(now, e, ByTime, h)
 			n++
 		} else {
 			if !lowSet {
@@ -385,7 +413,7 @@ func (p *SentPath) detectByShared(now time.Time, delay time.Duration, h Handler)
 			p.arm(t)
 			break
 		}
-		p.markLost(now, e, h)
+		p.markLost(now, e, ByShared, h)
 		n++
 	}
 	return n
@@ -408,8 +436,15 @@ func (p *SentPath) arm(t time.Time) {
 	}
 }
 
-// LossTime returns when OnLossTimer should run (zero: not armed).
-func (p *SentPath) LossTime() time.Time { return p.lossTime }
+// LossTime returns when OnLossTimer should run (zero: not armed, or
+// nothing is in flight any more: a timeout or the path's removal declared
+// the rest lost, and a timer left armed for them would be due forever).
+func (p *SentPath) LossTime() time.Time {
+	if p.inFlight == 0 {
+		return time.Time{}
+	}
+	return p.lossTime
+}
 
 // OnLossTimer runs time-based loss detection if it is due and returns the
 // number of packets declared lost.
@@ -422,9 +457,10 @@ func (p *SentPath) OnLossTimer(now time.Time, h Handler) int {
 	return n
 }
 
-func (p *SentPath) markLost(now time.Time, e *sentPacket, h Handler) {
+func (p *SentPath) markLost(now time.Time, e *sentPacket, by Detector, h Handler) {
 	prior := p.inFlight
-	e.state = stateLost
+	e.state, e.cause = stateLost, by
+	p.stats.ByDetector[by].Lost++
 	p.addInFlight(-e.size)
 	p.stats.PacketsLost++
 	p.CC.OnPacketLost(now, e.size, prior)
@@ -470,7 +506,7 @@ func (p *SentPath) OnTimeout(now time.Time, h Handler) int {
 	p.rtoFirst, p.rtoEnd, p.rtoPending = p.base, p.next, true
 	for pn := p.base; pn != p.next; pn++ {
 		if e := p.at(pn); e.state == stateInFlight {
-			p.markLost(now, e, h)
+			p.markLost(now, e, ByTimeout, h)
 			n++
 		}
 	}
@@ -500,7 +536,8 @@ func (p *SentPath) BackOff(now time.Time) {
 func (p *SentPath) AbandonAll(h Handler) {
 	for pn := p.base; pn != p.next; pn++ {
 		if e := p.at(pn); e.state == stateInFlight {
-			e.state = stateLost
+			e.state, e.cause = stateLost, ByRemoval
+			p.stats.ByDetector[ByRemoval].Lost++
 			p.addInFlight(-e.size)
 			h.OnLost(e.ref, e.size)
 		}
