@@ -132,6 +132,7 @@ type path struct {
 	conn     *Conn
 	queued   bool   // waiting for a turn in the shared window (guarded by shared.mu)
 	queueGen uint32 // its latest entry in the queue (guarded by shared.mu)
+	resend   bool   // in shared.resends (guarded by shared.mu)
 	rtt      *congestion.RTTStats
 	pacer    *congestion.Pacer
 	retx     uint64

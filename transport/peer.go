@@ -74,6 +74,9 @@ type sharedPath struct {
 	live    int         // entries not stale
 	turn    protocol.ByteCount
 	turnAt  time.Time
+	// resends: connections whose retransmission the full window holds
+	// back, first come first woken by room, beside the turns' head.
+	resends []*path
 }
 
 // sharedKey names a shared path: the path and the datagram size its window

@@ -91,6 +91,7 @@ func (c *Conn) eligible(i int) bool {
 		// complete without it, and a turn of one datagram among 4,000
 		// connections waited a whole round (seconds) for it.
 		if !p.sent.CanSend() {
+			p.shared.waitToResend(p)
 			return false
 		}
 	} else if !p.shared.admit(p, p.sent.CanSend(), c.now) {
