@@ -77,6 +77,7 @@ type sharedPath struct {
 	// resends: connections whose retransmission the full window holds
 	// back, first come first woken by room, beside the turns' head.
 	resends []*path
+	full    bool // the window held a connection back since the last offer
 }
 
 // sharedKey names a shared path: the path and the datagram size its window

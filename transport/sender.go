@@ -86,6 +86,9 @@ func (c *Conn) eligible(i int) bool {
 	if !c.validPlane(p.plane) {
 		return false
 	}
+	rate, burst, granted := c.pathRate(p)
+	p.pacer.SetBurst(max(4*c.dgram, rate.BytesIn(burst)))
+	paced := p.pacer.Budget(c.now, rate) >= c.dgram || (!granted && p.shared.cc.InFlight() == 0)
 	if c.resending {
 		// A retransmission does not wait for a turn: its message cannot
 		// complete without it, and a turn of one datagram among 4,000
@@ -94,12 +97,9 @@ func (c *Conn) eligible(i int) bool {
 			p.shared.waitToResend(p)
 			return false
 		}
-	} else if !p.shared.admit(p, p.sent.CanSend(), c.now) {
-		return false
+		return paced
 	}
-	rate, burst, granted := c.pathRate(p)
-	p.pacer.SetBurst(max(4*c.dgram, rate.BytesIn(burst)))
-	return p.pacer.Budget(c.now, rate) >= c.dgram || (!granted && p.shared.cc.InFlight() == 0)
+	return p.shared.admit(p, p.sent.CanSend(), paced, c.now)
 }
 
 // pathRate is the pacing rate of path p and its burst: congestion
@@ -611,7 +611,11 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 		future(c.sel.NextProbe())
 		c.now = now
 		for _, p := range c.active {
-			if c.validPlane(p.plane) && p.sent.CanSend() {
+			// A connection queued for its turn is woken for it: were it
+			// to wake for the pacer too, every connection to the peer
+			// would, whenever the pacer lets out a datagram (I1-500: 500
+			// connections per sender, paced at their grant).
+			if c.validPlane(p.plane) && p.sent.CanSend() && !p.shared.waitsTurn(p, now) {
 				rate, _, _ := c.pathRate(p)
 				future(now.Add(p.pacer.TimeUntil(now, rate, c.dgram)))
 			}
