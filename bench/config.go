@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/multiplane/multiplane/transport"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -68,6 +69,7 @@ type Config struct {
 	IngressBudget  float64       // server, multipath/gbn: receive rate in bit/s granted max-min fair to the senders (0 = none)
 	Series         time.Duration // server: verified goodput in buckets of this width; client: transport egress (0 = none)
 	CPUProfile     string        // write a Go CPU profile of the run to this file ("" = none)
+	StartAt        time.Time     // client: start the run at this time once connected (zero = at once)
 	// OnTransport, if set, is called with each transport the multipath and
 	// gbn modes open (endpoint bench runs the agent on it).
 	OnTransport func(*transport.Transport)
@@ -100,6 +102,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*rate)(&c.IngressBudget), "ingress-budget", "server, multipath/gbn: the receive rate, bits/s with K, M or G, that the server grants its senders max-min fair (per client endpoint, then per connection) in every ACK; datagram bytes, so for a line of L bit/s at MTU M, L*(M-28)/(M+14) (0 = none)")
 	fs.DurationVar(&c.Series, "series", 0, "server: record verified goodput in buckets of this width from the first message, e.g. 10ms (series); client, multipath/gbn: the bytes its transport's pacers release, measured where rate caps act (egress_series); --json reports them")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
+	fs.Var((*startTime)(&c.StartAt), "start-at", "client: once connected, start the run (-D, -n) at this time, Unix seconds (e.g. 1733338000.5) or RFC 3339, so that several clients' runs overlap whole and a server's aggregate covers only time when all of them send; a client connected late starts at once and says so (default: start when connected)")
 	fs.IntVar(&c.Clients, "clients", 0, "server: report and exit once this many client runs completed (0 = serve until -D ends or interrupted)")
 }
 
@@ -148,7 +151,42 @@ func (c *Config) Validate() error {
 		return bad("--series %v: a bucket width of 1ms or more", c.Series)
 	case c.Series > 0 && c.Role == RoleClient && (c.Latency || (c.Mode != ModeMultipath && c.Mode != ModeGBN)):
 		return bad("--series on a client: throughput runs of mode multipath or gbn only")
+	case !c.StartAt.IsZero() && c.Role != RoleClient:
+		return bad("--start-at: client only")
+	case !c.StartAt.IsZero() && time.Until(c.StartAt) > maxStartDelay:
+		return bad("--start-at %s: more than %v ahead", c.StartAt.Format(time.RFC3339Nano), maxStartDelay)
 	}
+	return nil
+}
+
+// maxStartDelay bounds how far ahead --start-at may be: further is a
+// mistake (a clock or unit error), not a plan.
+const maxStartDelay = time.Hour
+
+// startTime is --start-at: Unix seconds or RFC 3339.
+type startTime time.Time
+
+func (t *startTime) String() string {
+	if t == nil || time.Time(*t).IsZero() {
+		return ""
+	}
+	return time.Time(*t).Format(time.RFC3339Nano)
+}
+
+func (t *startTime) Set(v string) error {
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if f <= 0 {
+			return fmt.Errorf("%q: Unix seconds must be positive", v)
+		}
+		sec, frac := math.Modf(f)
+		*t = startTime(time.Unix(int64(sec), int64(frac*1e9)))
+		return nil
+	}
+	x, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return fmt.Errorf("%q: want Unix seconds or RFC 3339 (2026-12-04T21:30:00Z)", v)
+	}
+	*t = startTime(x)
 	return nil
 }
 

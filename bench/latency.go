@@ -24,6 +24,9 @@ func runLatency(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer
 		return Result{}, err
 	}
 	defer c.Close()
+	if err := waitForStart(ctx, cfg.StartAt, stderr); err != nil {
+		return Result{}, err
+	}
 	h := header{session: rand.Uint64(), conns: 1}
 	pattern := newPattern(cfg.Size)
 	var sent counts

@@ -100,6 +100,27 @@ func dial(ctx context.Context, cfg *Config, tr Transport) (Conn, error) {
 	}
 }
 
+// waitForStart waits until at (--start-at), or says that the client is
+// late for it.
+func waitForStart(ctx context.Context, at time.Time, stderr io.Writer) error {
+	if at.IsZero() {
+		return nil
+	}
+	d := time.Until(at)
+	if d <= 0 {
+		fmt.Fprintf(stderr, "bench: client: connected %v after --start-at: starting now\n", (-d).Round(time.Millisecond))
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer) (Result, error) {
 	r := cfg.result()
 	session := rand.Uint64()
@@ -134,6 +155,9 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 			return Result{}, err
 		}
 		r.RateChanges = append(r.RateChanges, RateChange{AtUnixNs: time.Now().UnixNano(), EgressBps: cfg.EgressCap})
+	}
+	if err := waitForStart(ctx, cfg.StartAt, stderr); err != nil {
+		return Result{}, err
 	}
 	m := newMeter(cfg, stderr)
 	var egress *seriesMeter

@@ -551,3 +551,65 @@ func TestCPUProfileWritten(t *testing.T) {
 		t.Fatalf("unwritable --cpuprofile: got %v, want an error naming the flag", err)
 	}
 }
+
+// --start-at: the run starts at the time given once connected (the wait is
+// not part of the run's seconds); a client connected after it starts at
+// once and says so; only clients take it, and not far ahead.
+func TestStartAt(t *testing.T) {
+	var st startTime
+	for v, want := range map[string]time.Time{
+		"1733338000.5":         time.Unix(1733338000, 5e8),
+		"2026-12-04T21:30:00Z": time.Date(2026, 12, 4, 21, 30, 0, 0, time.UTC),
+	} {
+		if err := st.Set(v); err != nil || !time.Time(st).Equal(want) {
+			t.Errorf("--start-at %s: %v, %v; want %v", v, time.Time(st), err, want)
+		}
+	}
+	for _, v := range []string{"soon", "-5", "0", "2026-12-04 21:30"} {
+		if err := st.Set(v); err == nil {
+			t.Errorf("--start-at %q accepted", v)
+		}
+	}
+	good := Config{Role: RoleClient, Mode: ModeTCP, Bind: lo(1), Peer: lo(1), Port: 1, Size: 100, Iterations: 1, Conns: 1,
+		StartAt: time.Now().Add(time.Minute)}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*Config){
+		"server":    func(c *Config) { c.Role = RoleServer },
+		"far ahead": func(c *Config) { c.StartAt = time.Now().Add(2 * time.Hour) },
+	} {
+		c := good
+		mut(&c)
+		if err := c.Validate(); !errors.Is(err, ErrUsage) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	wait := 700 * time.Millisecond
+	cfg := Config{Mode: ModeTCP, Bind: lo(1), Peer: lo(1), Size: 4096, Iterations: 20, Conns: 1,
+		ConnectTimeout: 5 * time.Second, StartAt: time.Now().Add(wait)}
+	tr, err := transportFor(cfg.Mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begun := time.Now()
+	_, cli, out, serr, cerr := pair(t, tr, cfg)
+	if serr != nil || cerr != nil {
+		t.Fatalf("server %v, client %v", serr, cerr)
+	}
+	if took := time.Since(begun); took < wait {
+		t.Errorf("the run ended %v after it was given, before its --start-at %v", took, wait)
+	}
+	if cli.Seconds >= wait.Seconds() {
+		t.Errorf("run seconds %.3f include the wait for --start-at (%v)", cli.Seconds, wait)
+	}
+	cfg.StartAt = time.Now().Add(-time.Second)
+	_, _, out, serr, cerr = pair(t, tr, cfg)
+	if serr != nil || cerr != nil {
+		t.Fatalf("late: server %v, client %v", serr, cerr)
+	}
+	if !strings.Contains(out, "after --start-at: starting now") {
+		t.Errorf("a client late for --start-at did not say so:\n%s", out)
+	}
+}

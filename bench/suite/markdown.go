@@ -173,7 +173,8 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	fmt.Fprintf(&b, "- tcp: one TCP connection (CUBIC, kernel defaults) on plane 0, so its ceiling is one plane.\n")
 	fmt.Fprintf(&b, "- Message size %d bytes (40-byte bench header included; L1: %d), %d connection(s) (-q) where the scenario does not set it (C1: 4000; I1: 1 or 500 per sender), modes %v, loss %v.\n",
 		c.Size, latencySize, c.Conns, c.Modes, lossList(c.Losses))
-	fmt.Fprintf(&b, "- Wall: from starting the client(s) to the last client's exit (connection set-up, -D, the last messages and the result). "+
+	fmt.Fprintf(&b, "- Wall: from starting the client(s) to the last client's exit (connection set-up, -D, the last messages and the result); "+
+		"with several senders (I1) the clients start their runs together (`--start-at`, 1 s + 0.5 ms per connection after launch), and the wall includes that wait. "+
 		"Switch drops: the tbf shapers' drop counters (queue full) over every switch port, as a share of the packets the clients' interfaces sent.\n")
 	fmt.Fprintf(&b, "- Retransmits: for tcp/mptcp the client namespace's `Tcp RetransSegs` delta; for multipath/gbn the transport's own count.\n")
 
