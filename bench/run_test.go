@@ -596,7 +596,7 @@ func TestStartAt(t *testing.T) {
 	begun := time.Now()
 	_, cli, out, serr, cerr := pair(t, tr, cfg)
 	if serr != nil || cerr != nil {
-		t.Fatalf("server %v, client %v", serr, cerr)
+		t.Fatalf("server %v, client %v\n%s", serr, cerr, out)
 	}
 	if took := time.Since(begun); took < wait {
 		t.Errorf("the run ended %v after it was given, before its --start-at %v", took, wait)
