@@ -117,8 +117,7 @@ type Conn struct {
 	sched    schedState           // its place in its worker (sched.go)
 	peer     atomic.Pointer[peer] // the remote endpoint, shared by its connections
 	stats    connCounters
-	protoErr error        // a protocol violation by the peer ends the connection
-	lastData atomic.Int64 // when data last arrived (UnixNano), for grants
+	protoErr error // a protocol violation by the peer ends the connection
 }
 
 type path struct {

@@ -51,6 +51,9 @@ type peer struct {
 	// grant is the rate the peer last granted this endpoint in an ACK, for
 	// all of the connections together (0: none).
 	grant atomic.Uint64
+	// lastData is when data last arrived from the peer (UnixNano of the
+	// transport's clock), for grants (activeSenders).
+	lastData atomic.Int64
 
 	// paths is the congestion state of each path to the peer, shared by
 	// its connections (see sharedPath).

@@ -35,7 +35,9 @@ func (c *Conn) onData(now, at time.Time, plane int, d *wire.Data, ce bool) {
 		// agreed yet. Not acknowledged, so it is resent.
 		return
 	}
-	c.lastData.Store(now.UnixNano())
+	if p := c.peer.Load(); p != nil {
+		p.root().lastData.Store(now.UnixNano())
+	}
 	id := pathIDFor(plane, int(d.Entropy))
 	rp := c.rpaths[id]
 	if rp == nil {
@@ -155,16 +157,16 @@ func (c *Conn) maxData() protocol.ByteCount {
 // each peer that sent data recently. So a host with 500 connections gets
 // no more than one with a single connection; the sender's shared path
 // pacers divide the share among its connections, which their turns in the
-// shared windows keep fair. A connection whose peer is not known yet is
-// granted a share per active connection.
+// shared windows keep fair. A connection whose peer is not known yet
+// counts as one more peer.
 func (c *Conn) rateGrant() protocol.Rate {
 	b := protocol.Rate(c.t.ingressBudget.Load())
 	if b == 0 {
 		return 0
 	}
-	peers, conns := c.t.activeSenders(c.cfg.clock.Now())
+	peers := c.t.activeSenders(c.cfg.clock.Now())
 	if c.peer.Load() == nil {
-		return b / protocol.Rate(conns)
+		peers++
 	}
 	return b / protocol.Rate(peers)
 }

@@ -37,10 +37,8 @@ type Transport struct {
 	acceptQ chan *Conn
 	bufs    bufferPool
 	workers []*worker // run the connections' send work (sched.go)
-	// senders and sendingPeers cache the number of connections and of
-	// peers that sent data in the last activeWindow, recounted at most
-	// every activeRecount.
-	senders      atomic.Int64
+	// sendingPeers caches the number of peers that sent data in the last
+	// activeWindow, recounted at most every activeRecount.
 	sendingPeers atomic.Int64
 	sendersAt    atomic.Int64
 	recountMu    sync.Mutex
@@ -388,34 +386,33 @@ const (
 	activeRecount = 10 * time.Millisecond
 )
 
-// activeSenders returns how many peers, and how many connections, sent
-// data recently (at least 1 each); recounted at most every activeRecount.
-func (t *Transport) activeSenders(now time.Time) (peers, conns int64) {
+// activeSenders returns how many peers sent data recently (at least 1),
+// recounted at most every activeRecount over the peers (not the
+// connections: 4,000 of them were scanned every 10 ms, 5% of an incast
+// receiver's CPU).
+func (t *Transport) activeSenders(now time.Time) int64 {
 	n := now.UnixNano()
-	if at := t.sendersAt.Load(); n-at < int64(activeRecount) && t.senders.Load() > 0 {
-		return t.sendingPeers.Load(), t.senders.Load()
+	if at := t.sendersAt.Load(); n-at < int64(activeRecount) && t.sendingPeers.Load() > 0 {
+		return t.sendingPeers.Load()
 	}
 	t.recountMu.Lock()
 	defer t.recountMu.Unlock()
-	if at := t.sendersAt.Load(); n-at < int64(activeRecount) && t.senders.Load() > 0 {
-		return t.sendingPeers.Load(), t.senders.Load()
+	if at := t.sendersAt.Load(); n-at < int64(activeRecount) && t.sendingPeers.Load() > 0 {
+		return t.sendingPeers.Load()
 	}
-	sending := map[*peer]struct{}{}
+	var roots []*peer // a peer has an address per plane: count each once
 	t.mu.RLock()
-	for _, c := range t.conns {
-		if n-c.lastData.Load() < int64(activeWindow) {
-			conns++
-			if p := c.peer.Load(); p != nil {
-				sending[p.root()] = struct{}{}
-			}
+	for _, p := range t.peers {
+		r := p.root()
+		if n-r.lastData.Load() < int64(activeWindow) && !slices.Contains(roots, r) {
+			roots = append(roots, r)
 		}
 	}
 	t.mu.RUnlock()
-	peers, conns = max(int64(len(sending)), 1), max(conns, 1)
-	t.senders.Store(conns)
+	peers := max(int64(len(roots)), 1)
 	t.sendingPeers.Store(peers)
 	t.sendersAt.Store(n)
-	return peers, conns
+	return peers
 }
 
 func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, from netip.AddrPort) {
