@@ -12,34 +12,15 @@ import (
 // connections already waiting in the ready queue, once, and the ready
 // queue keeps its order.
 func TestWorkerRunsTurnHeadsFirst(t *testing.T) {
-	w := &worker{kick: make(chan struct{}, 1)}
-	cs := make([]*Conn, 5)
-	for i := range cs {
-		cs[i] = &Conn{id: protocol.ConnectionID(i)}
-		cs[i].sched.index = -1
-		cs[i].sched.w.Store(w)
+	_, _, ps, ran := turnsFixture(5)
+	for _, p := range ps[:4] {
+		p.conn.wakeSender()
 	}
-	for _, c := range cs[:4] {
-		c.wakeSender()
-	}
-	cs[4].wakeForTurn()
-	cs[2].wakeForTurn() // already in the ready queue
-	cs[2].wakeForTurn()
-	var order []uint32
-	w.mu.Lock()
-	for c := w.next(); c != nil; c = w.next() {
-		c.sched.queued, c.sched.urgent = false, false
-		order = append(order, uint32(c.id))
-	}
-	w.mu.Unlock()
-	want := []uint32{4, 2, 0, 1, 3}
-	if len(order) != len(want) {
-		t.Fatalf("ran %v, want %v", order, want)
-	}
-	for i := range want {
-		if order[i] != want[i] {
-			t.Fatalf("ran %v, want %v", order, want)
-		}
+	ps[4].conn.wakeForTurn()
+	ps[2].conn.wakeForTurn() // already in the ready queue
+	ps[2].conn.wakeForTurn()
+	if got, want := ran(), "[4 2 0 1 3]"; got != want {
+		t.Fatalf("ran %s, want %s", got, want)
 	}
 }
 

@@ -58,10 +58,10 @@ type DetectorCount struct {
 
 // Add adds o to d.
 func (d *Detections) Add(o Detections) {
+	mine := d.counts()
 	for i, c := range o.counts() {
-		mine := d.counts()[i]
-		mine.Lost += c.Lost
-		mine.Spurious += c.Spurious
+		mine[i].Lost += c.Lost
+		mine[i].Spurious += c.Spurious
 	}
 }
 
