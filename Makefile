@@ -4,6 +4,10 @@ GO          ?= go
 BIN         := bin
 GOFLAGS_TEST ?= -count=1 -timeout 30m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# Version stamped into the binaries (--version) and the packages.
+VERSION     ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null || echo v0.1.0)
+COMMIT      ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS     := -X github.com/multiplane/multiplane/internal/version.module=$(VERSION) -X github.com/multiplane/multiplane/internal/version.commit=$(COMMIT)
 
 .PHONY: all build test check-large-files vet gofmt staticcheck tidy unit race fuzz fuzz-smoke lint demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse deps-demo deps-test clean
 
@@ -16,7 +20,7 @@ deps-test:
 	@scripts/deps.sh test
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # test: every check CI runs, cheapest first.
 test: deps-test check-large-files vet gofmt staticcheck tidy unit race fuzz-smoke

@@ -8,18 +8,16 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/multiplane/multiplane/contract"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/metadata"
-
-	"github.com/multiplane/multiplane/policy"
 )
 
 // Sources of the applied document, as reported in the status.
@@ -53,7 +51,7 @@ type Agent struct {
 	keyDoc  string
 	keyStat string
 	lkgPath string
-	save    func(path string, doc policy.EndpointDoc, now time.Time) error // saveLKG; tests inject failures
+	save    func(path string, doc contract.EndpointDoc, now time.Time) error // saveLKG; tests inject failures
 	running atomic.Bool
 	kick    chan struct{} // refresh the status now
 
@@ -63,7 +61,7 @@ type Agent struct {
 	ctr                   counters
 
 	mu        sync.Mutex
-	applied   policy.EndpointDoc // valid when applied.Generation > 0
+	applied   contract.EndpointDoc // valid when applied.Generation > 0
 	appliedAt time.Time
 	source    string
 	failedGen uint64            // generation whose Apply failed; not retried
@@ -90,9 +88,9 @@ func New(cfg Config, applier Applier, logger *slog.Logger) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, applier: applier, planes: planes,
 		logger:  logger.With("component", "agent", "endpoint", cfg.Endpoint),
-		keyGen:  policy.KeyGeneration,
-		keyDoc:  policy.KeyEndpoint(cfg.Endpoint),
-		keyStat: policy.KeyStatus(cfg.Endpoint),
+		keyGen:  contract.KeyGeneration,
+		keyDoc:  contract.KeyEndpoint(cfg.Endpoint),
+		keyStat: contract.KeyStatus(cfg.Endpoint),
 		kick:    make(chan struct{}, 1),
 		errs:    map[string]string{},
 		save:    saveLKG,
@@ -180,8 +178,8 @@ func (a *Agent) applyLKG() {
 
 // watchState is what the agent last read from etcd.
 type watchState struct {
-	gen     uint64              // the fabric generation key's value
-	pending *policy.EndpointDoc // the latest valid document, applied or not
+	gen     uint64                // the fabric generation key's value
+	pending *contract.EndpointDoc // the latest valid document, applied or not
 }
 
 // watchLoop reads both keys and watches them from the next revision, and
@@ -308,11 +306,16 @@ func (a *Agent) watch(ctx context.Context, cli *clientv3.Client, st *watchState,
 }
 
 func (a *Agent) onGeneration(st *watchState, value []byte) {
-	var g policy.GenerationDoc
+	var g contract.GenerationDoc
 	if err := json.Unmarshal(value, &g); err != nil {
 		a.logger.Warn("bad fabric generation", "err", err)
 		a.setErr("generation", fmt.Sprintf("fabric generation key: %v", err))
 		return // keep the last good value
+	}
+	if err := contract.CheckSchema(g.Schema); err != nil {
+		a.logger.Warn("fabric generation refused; keeping the applied configuration", "err", err)
+		a.setErr("generation", fmt.Sprintf("fabric generation key: %v", err))
+		return
 	}
 	a.setErr("generation", "")
 	st.gen = g.Generation
@@ -332,12 +335,12 @@ func (a *Agent) onDocument(st *watchState, value []byte, present bool) {
 		}
 		return
 	}
-	var doc policy.EndpointDoc
+	var doc contract.EndpointDoc
 	err := json.Unmarshal(value, &doc)
 	if err == nil {
 		err = doc.Validate(a.cfg.Endpoint, a.planes)
 	} else {
-		err = fmt.Errorf("%w: %v", policy.ErrInvalidDocument, err)
+		err = fmt.Errorf("%w: %v", contract.ErrInvalidDocument, err)
 	}
 	if err != nil {
 		a.logger.Warn("endpoint document rejected; keeping the applied configuration", "generation", doc.Generation, "err", err)
@@ -366,7 +369,7 @@ func (a *Agent) evaluate(st *watchState) {
 // apply applies a valid document in one Applier call, saves it as the last
 // known good one (when it came from etcd), and only then publishes it as
 // applied; the same generation twice is a no-op.
-func (a *Agent) apply(doc policy.EndpointDoc, source string) {
+func (a *Agent) apply(doc contract.EndpointDoc, source string) {
 	a.mu.Lock()
 	if a.applied.Generation == doc.Generation {
 		changed := a.source != source
@@ -449,7 +452,7 @@ func (a *Agent) saveRetry() <-chan time.Time {
 
 // addressMismatch describes the planes whose address in doc is not the
 // local one (Config.Addresses), or returns "".
-func (a *Agent) addressMismatch(doc policy.EndpointDoc) string {
+func (a *Agent) addressMismatch(doc contract.EndpointDoc) string {
 	var bad []string
 	for _, p := range doc.PathSet.Planes {
 		if p.Index < 0 || p.Index >= len(a.cfg.Addresses) {
@@ -484,17 +487,17 @@ func (a *Agent) kickStatus() {
 
 // Status is the agent's current status, as it reports it to etcd (the
 // per-path counters are read from the Applier).
-func (a *Agent) Status() policy.StatusDoc {
+func (a *Agent) Status() contract.StatusDoc {
 	s := a.status()
 	s.Paths = a.applier.Stats()
 	return s
 }
 
-func (a *Agent) status() policy.StatusDoc {
+func (a *Agent) status() contract.StatusDoc {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := policy.StatusDoc{
-		Endpoint: a.cfg.Endpoint, AppliedGeneration: a.applied.Generation,
+	s := contract.StatusDoc{
+		Schema: contract.SchemaVersion, Endpoint: a.cfg.Endpoint, AppliedGeneration: a.applied.Generation,
 		AppliedAt: a.appliedAt, Source: a.source, Version: a.cfg.Version,
 	}
 	for _, k := range errKinds {
@@ -503,31 +506,4 @@ func (a *Agent) status() policy.StatusDoc {
 		}
 	}
 	return s
-}
-
-// buildVersion describes the binary from its build info.
-func buildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if rev != "" {
-		v += " " + rev + dirty
-	}
-	return v
 }

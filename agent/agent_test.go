@@ -15,11 +15,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/kv/kvtest"
-	"github.com/multiplane/multiplane/policy"
 )
 
 const wait = 20 * time.Second
@@ -88,12 +88,17 @@ func TestRejectsInvalidDocumentAndKeepsTheLastGood(t *testing.T) {
 			return mustJSON(t, d)
 		},
 		"not json": func() string { return `{"generation": 5, "endpoint": "host-a", "path_set":` },
+		"newer schema major": func() string {
+			d := doc("host-a", 6)
+			d.Schema = "2.0"
+			return mustJSON(t, d)
+		},
 	}
 	gen := uint64(10)
 	for name, value := range bad {
 		t.Run(name, func(t *testing.T) {
 			gen++
-			rev := putRaw(t, cli, policy.KeyEndpoint("host-a"), value())
+			rev := putRaw(t, cli, contract.KeyEndpoint("host-a"), value())
 			putGen(t, cli, gen)
 			testutil.WaitFor(t, wait, "the rejection in the status in etcd", func() bool {
 				st, _, ok := getStatus(t, cli, "host-a")
@@ -103,7 +108,7 @@ func TestRejectsInvalidDocumentAndKeepsTheLastGood(t *testing.T) {
 			if st.AppliedGeneration != 1 || rec.last() != 1 {
 				t.Fatalf("applied %v, status generation %d: want 1 kept", rec.generations(), st.AppliedGeneration)
 			}
-			if !strings.Contains(strings.Join(st.Errors, ";"), policy.ErrInvalidDocument.Error()) {
+			if !strings.Contains(strings.Join(st.Errors, ";"), contract.ErrInvalidDocument.Error()) {
 				t.Fatalf("status errors %q do not say the document is invalid", st.Errors)
 			}
 		})
@@ -118,6 +123,34 @@ func TestRejectsInvalidDocumentAndKeepsTheLastGood(t *testing.T) {
 	if got := rec.generations(); !slices.Equal(got, []uint64{1, 20}) {
 		t.Fatalf("applied %v, want [1 20]", got)
 	}
+}
+
+// A newer minor schema version adds fields the agent ignores; a newer
+// major in the generation key holds every document back.
+func TestSchemaVersions(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
+	d := doc("host-a", 1)
+	d.Schema = "1.7"
+	v := mustJSON(t, d)
+	putRaw(t, cli, contract.KeyEndpoint("host-a"), v[:len(v)-1]+`,"added_in_1_7":{"x":1}}`)
+	putRaw(t, cli, contract.KeyGeneration, `{"schema":"1.7","generation":1,"new_field":true}`)
+	start(t, a)
+	testutil.WaitFor(t, wait, "generation 1 (schema 1.7) applied", func() bool { return rec.last() == 1 })
+
+	putDoc(t, cli, doc("host-a", 2))
+	rev := putRaw(t, cli, contract.KeyGeneration, `{"schema":"2.0","generation":2}`)
+	testutil.WaitFor(t, wait, "the refusal in the status in etcd", func() bool {
+		st, _, ok := getStatus(t, cli, "host-a")
+		return ok && a.genRev.Load() >= rev && strings.Contains(strings.Join(st.Errors, ";"), "schema 2.0 is newer")
+	})
+	if st := a.Status(); st.AppliedGeneration != 1 || rec.last() != 1 || st.Schema != contract.SchemaVersion {
+		t.Fatalf("applied %v, status %+v: want generation 1 kept, schema %s", rec.generations(), st, contract.SchemaVersion)
+	}
+	putGen(t, cli, 3)
+	testutil.WaitFor(t, wait, "generation 2 applied under a 1.x generation key", func() bool { return rec.last() == 2 })
 }
 
 func TestApplierFailureKeepsTheLastGood(t *testing.T) {
@@ -298,7 +331,7 @@ func TestCorruptLastKnownGoodIsIgnored(t *testing.T) {
 		"truncated":      `{"generation": 3, "document": {"generation": 3, "endpoint": "host-a", "path_set": {"planes": [`,
 		"other endpoint": mustJSON(t, lkgFile{Generation: 3, Document: other}),
 		"generation":     mustJSON(t, lkgFile{Generation: 4, Document: mismatch}),
-		"invalid":        mustJSON(t, lkgFile{Generation: 1, Document: policy.EndpointDoc{Generation: 1, Endpoint: "host-a"}}),
+		"invalid":        mustJSON(t, lkgFile{Generation: 1, Document: contract.EndpointDoc{Generation: 1, Endpoint: "host-a"}}),
 	}
 	for name, content := range cases {
 		t.Run(name, func(t *testing.T) {

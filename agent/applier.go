@@ -3,7 +3,7 @@ package agent
 import (
 	"errors"
 
-	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/contract"
 )
 
 // Applier is the seam to the transport. Apply replaces the endpoint's path
@@ -15,8 +15,8 @@ import (
 // the status. Apply is never called concurrently with itself; Stats may be
 // called concurrently with Apply.
 type Applier interface {
-	Apply(doc policy.EndpointDoc) error
-	Stats() []policy.PathStatus
+	Apply(doc contract.EndpointDoc) error
+	Stats() []contract.PathStatus
 }
 
 // ErrNotEnforced is wrapped by an Apply error when the document was applied

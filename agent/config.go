@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/multiplane/multiplane/internal/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -162,7 +163,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %d addresses for %d planes", ErrConfig, len(c.Addresses), c.Planes)
 	}
 	if c.Version == "" {
-		c.Version = buildVersion()
+		c.Version = version.Get().Short()
 	}
 	return c, nil
 }

@@ -9,20 +9,20 @@ import (
 	"time"
 
 	"github.com/multiplane/multiplane/agent"
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/kv"
-	"github.com/multiplane/multiplane/policy"
 )
 
 // printApplier stands for the transport (agent.NewTransportApplier in
 // `endpoint run`).
 type printApplier struct{}
 
-func (printApplier) Apply(d policy.EndpointDoc) error {
+func (printApplier) Apply(d contract.EndpointDoc) error {
 	fmt.Printf("apply generation %d: %d planes\n", d.Generation, len(d.PathSet.Planes))
 	return nil
 }
 
-func (printApplier) Stats() []policy.PathStatus { return nil }
+func (printApplier) Stats() []contract.PathStatus { return nil }
 
 func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -38,14 +38,14 @@ func Example() {
 	defer store.Close()
 
 	// What the leader publishes: the document, then the generation key.
-	doc := policy.EndpointDoc{Generation: 1, Endpoint: "host-a", PathSet: policy.PathSet{Planes: []policy.PlanePath{
+	doc := contract.EndpointDoc{Generation: 1, Endpoint: "host-a", PathSet: contract.PathSet{Planes: []contract.PlanePath{
 		{Plane: "p0", Index: 0, Address: "10.77.0.1", Weight: 0.5, Entropy: 4},
 		{Plane: "p1", Index: 1, Address: "10.77.1.1", Weight: 0.5, Entropy: 4},
 	}}}
 	d, _ := json.Marshal(doc)
-	g, _ := json.Marshal(policy.GenerationDoc{Generation: 1, ComputedAt: time.Now()})
-	store.Client.Put(ctx, policy.KeyEndpoint("host-a"), string(d))
-	store.Client.Put(ctx, policy.KeyGeneration, string(g))
+	g, _ := json.Marshal(contract.GenerationDoc{Generation: 1, ComputedAt: time.Now()})
+	store.Client.Put(ctx, contract.KeyEndpoint("host-a"), string(d))
+	store.Client.Put(ctx, contract.KeyGeneration, string(g))
 
 	applied := make(chan uint64, 1)
 	a, err := agent.New(agent.Config{

@@ -15,18 +15,18 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/testenv"
-	"github.com/multiplane/multiplane/policy"
 )
 
 // recorder is an Applier that records what it is given.
 type recorder struct {
 	mu      sync.Mutex
-	applied []policy.EndpointDoc
+	applied []contract.EndpointDoc
 	fail    error // returned by Apply when set
 }
 
-func (r *recorder) Apply(doc policy.EndpointDoc) error {
+func (r *recorder) Apply(doc contract.EndpointDoc) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
@@ -36,8 +36,8 @@ func (r *recorder) Apply(doc policy.EndpointDoc) error {
 	return nil
 }
 
-func (r *recorder) Stats() []policy.PathStatus {
-	return []policy.PathStatus{{Plane: "p0", TxBytes: 10, RxBytes: 20, Retransmits: 1}}
+func (r *recorder) Stats() []contract.PathStatus {
+	return []contract.PathStatus{{Plane: "p0", TxBytes: 10, RxBytes: 20, Retransmits: 1}}
 }
 
 // generations lists the generations applied, in order.
@@ -60,10 +60,10 @@ func (r *recorder) last() uint64 {
 }
 
 // doc returns a valid 4-plane document for endpoint at gen.
-func doc(endpoint string, gen uint64) policy.EndpointDoc {
-	d := policy.EndpointDoc{Generation: gen, Endpoint: endpoint, RatePolicy: policy.RatePolicy{Class: "default"}}
+func doc(endpoint string, gen uint64) contract.EndpointDoc {
+	d := contract.EndpointDoc{Generation: gen, Endpoint: endpoint, RatePolicy: contract.RatePolicy{Class: "default"}}
 	for i := 0; i < 4; i++ {
-		d.PathSet.Planes = append(d.PathSet.Planes, policy.PlanePath{
+		d.PathSet.Planes = append(d.PathSet.Planes, contract.PlanePath{
 			Plane: fmt.Sprintf("p%d", i), Index: i, Address: fmt.Sprintf("10.77.%d.1", i), Weight: 0.25, Entropy: 4,
 		})
 	}
@@ -80,14 +80,14 @@ func mustJSON(t testing.TB, v any) string {
 }
 
 // putDoc writes an endpoint document and returns its revision.
-func putDoc(t testing.TB, cli *clientv3.Client, d policy.EndpointDoc) int64 {
+func putDoc(t testing.TB, cli *clientv3.Client, d contract.EndpointDoc) int64 {
 	t.Helper()
-	return putRaw(t, cli, policy.KeyEndpoint(d.Endpoint), mustJSON(t, d))
+	return putRaw(t, cli, contract.KeyEndpoint(d.Endpoint), mustJSON(t, d))
 }
 
 func putGen(t testing.TB, cli *clientv3.Client, gen uint64) int64 {
 	t.Helper()
-	return putRaw(t, cli, policy.KeyGeneration, mustJSON(t, policy.GenerationDoc{Generation: gen, ComputedAt: time.Now(), Leader: "test"}))
+	return putRaw(t, cli, contract.KeyGeneration, mustJSON(t, contract.GenerationDoc{Generation: gen, ComputedAt: time.Now(), Leader: "test"}))
 }
 
 func putRaw(t testing.TB, cli *clientv3.Client, key, value string) int64 {
@@ -141,15 +141,15 @@ func newAgent(t testing.TB, cfg Config, ap Applier) *Agent {
 }
 
 // getStatus reads the agent's status from etcd; ok is false when absent.
-func getStatus(t testing.TB, cli *clientv3.Client, name string) (policy.StatusDoc, int64, bool) {
+func getStatus(t testing.TB, cli *clientv3.Client, name string) (contract.StatusDoc, int64, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := cli.Get(ctx, policy.KeyStatus(name))
+	resp, err := cli.Get(ctx, contract.KeyStatus(name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s policy.StatusDoc
+	var s contract.StatusDoc
 	if len(resp.Kvs) == 0 {
 		return s, 0, false
 	}

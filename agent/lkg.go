@@ -8,14 +8,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/contract"
 )
 
 // lkgFile is the last-known-good document on disk.
 type lkgFile struct {
-	Generation uint64             `json:"generation"`
-	SavedAt    time.Time          `json:"saved_at"`
-	Document   policy.EndpointDoc `json:"document"`
+	Generation uint64               `json:"generation"`
+	SavedAt    time.Time            `json:"saved_at"`
+	Document   contract.EndpointDoc `json:"document"`
 }
 
 // ErrCorruptLKG is wrapped when the last-known-good file cannot be used.
@@ -27,7 +27,7 @@ func LKGPath(stateDir, endpoint string) string {
 }
 
 // loadLKG reads and validates the file; ok is false when there is none.
-func loadLKG(path, endpoint string, planes int) (doc policy.EndpointDoc, ok bool, err error) {
+func loadLKG(path, endpoint string, planes int) (doc contract.EndpointDoc, ok bool, err error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return doc, false, nil
@@ -50,7 +50,7 @@ func loadLKG(path, endpoint string, planes int) (doc policy.EndpointDoc, ok bool
 
 // saveLKG writes the document atomically: a temporary file in the same
 // directory, fsync, rename, fsync of the directory.
-func saveLKG(path string, doc policy.EndpointDoc, now time.Time) error {
+func saveLKG(path string, doc contract.EndpointDoc, now time.Time) error {
 	data, err := json.MarshalIndent(lkgFile{Generation: doc.Generation, SavedAt: now.UTC(), Document: doc}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("agent: last-known-good: %w", err)

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv/kvtest"
-	"github.com/multiplane/multiplane/policy"
 )
 
 // The last-known-good file is written before anything claims the
@@ -25,7 +25,7 @@ func TestPersistsBeforeReportingApplied(t *testing.T) {
 	a := newAgent(t, cfg, &recorder{})
 	type seen struct{ gen, status, onApplied, applies uint64 }
 	saves := make(chan seen, 10)
-	a.save = func(path string, d policy.EndpointDoc, now time.Time) error {
+	a.save = func(path string, d contract.EndpointDoc, now time.Time) error {
 		saves <- seen{d.Generation, a.Status().AppliedGeneration, reported.Load(), a.ctr.appliesEtcd.Load()}
 		return saveLKG(path, d, now)
 	}
@@ -65,7 +65,7 @@ func TestSaveFailureIsNotReportedAsApplied(t *testing.T) {
 	rec := &recorder{}
 	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: dir, Planes: 4}, rec)
 	var failing atomic.Bool
-	a.save = func(path string, d policy.EndpointDoc, now time.Time) error {
+	a.save = func(path string, d contract.EndpointDoc, now time.Time) error {
 		if failing.Load() {
 			return errors.New("disk full")
 		}
@@ -82,7 +82,7 @@ func TestSaveFailureIsNotReportedAsApplied(t *testing.T) {
 	failing.Store(true)
 	putDoc(t, cli, doc("host-a", 2))
 	putGen(t, cli, 2)
-	var st policy.StatusDoc
+	var st contract.StatusDoc
 	testutil.WaitFor(t, wait, "the save error in the status in etcd", func() bool {
 		var ok bool
 		st, _, ok = getStatus(t, cli, "host-a")

@@ -13,10 +13,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv/kvtest"
-	"github.com/multiplane/multiplane/policy"
 )
 
 var (
@@ -37,7 +37,7 @@ func publish(t testing.TB, cli *clientv3.Client, names []string, gen uint64) tim
 	for chunk := range slices.Chunk(names, 64) {
 		ops := make([]clientv3.Op, len(chunk))
 		for i, n := range chunk {
-			ops[i] = clientv3.OpPut(policy.KeyEndpoint(n), mustJSON(t, doc(n, gen)))
+			ops[i] = clientv3.OpPut(contract.KeyEndpoint(n), mustJSON(t, doc(n, gen)))
 		}
 		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
 			t.Fatal(err)
@@ -135,7 +135,7 @@ func TestManyAgentsConverge(t *testing.T) {
 	testutil.WaitFor(t, 120*time.Second, "every agent on generation 1", func() bool { return at1.Load() == int64(n) })
 	t.Logf("%d agents started and applied generation 1 in %v", n, time.Since(t0).Round(time.Millisecond))
 	testutil.WaitFor(t, 120*time.Second, "every status written", func() bool {
-		resp, err := admin.Get(context.Background(), policy.PrefixStatus, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := admin.Get(context.Background(), contract.PrefixStatus, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == int64(n)
 	})
 	after := measure()
@@ -150,13 +150,13 @@ func TestManyAgentsConverge(t *testing.T) {
 	reported := map[string]time.Time{}
 	var lastReport atomic.Int64
 	wctx, wcancel := context.WithCancel(context.Background())
-	wch := admin.Watch(wctx, policy.PrefixStatus, clientv3.WithPrefix())
+	wch := admin.Watch(wctx, contract.PrefixStatus, clientv3.WithPrefix())
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		for resp := range wch {
 			for _, ev := range resp.Events {
-				var st policy.StatusDoc
+				var st contract.StatusDoc
 				if json.Unmarshal(ev.Kv.Value, &st) == nil && st.AppliedGeneration == 2 {
 					if _, ok := reported[st.Endpoint]; !ok {
 						reported[st.Endpoint] = time.Now()

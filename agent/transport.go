@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/transport"
 )
 
@@ -26,7 +26,7 @@ func (a *TransportApplier) Planes() int { return a.t.Planes() }
 
 // PathSetFor maps a document's path set to the transport's: planes by
 // index, with their weight and entropy, tagged with the generation.
-func PathSetFor(doc policy.EndpointDoc) transport.PathSet {
+func PathSetFor(doc contract.EndpointDoc) transport.PathSet {
 	ps := transport.PathSet{Generation: doc.Generation, Planes: make([]transport.PlanePaths, len(doc.PathSet.Planes))}
 	for i, p := range doc.PathSet.Planes {
 		ps.Planes[i] = transport.PlanePaths{Plane: p.Index, Weight: p.Weight, Entropy: p.Entropy}
@@ -44,7 +44,7 @@ func bpsToRate(bps int64) transport.Rate {
 
 // Apply sets the path set, then the rate policy (egress cap, ingress
 // budget, per-plane caps), both at runtime.
-func (a *TransportApplier) Apply(doc policy.EndpointDoc) error {
+func (a *TransportApplier) Apply(doc contract.EndpointDoc) error {
 	if err := a.t.SetPathSet(PathSetFor(doc)); err != nil {
 		return err
 	}
@@ -79,12 +79,12 @@ func (a *TransportApplier) Apply(doc policy.EndpointDoc) error {
 }
 
 // Stats returns the transport's per-plane bytes and retransmits.
-func (a *TransportApplier) Stats() []policy.PathStatus {
+func (a *TransportApplier) Stats() []contract.PathStatus {
 	st := a.t.Stats()
 	a.mu.Lock()
 	names := a.names
 	a.mu.Unlock()
-	out := make([]policy.PathStatus, len(st.Planes))
+	out := make([]contract.PathStatus, len(st.Planes))
 	for i, p := range st.Planes {
 		name := ""
 		if p.Plane < len(names) {
@@ -93,7 +93,7 @@ func (a *TransportApplier) Stats() []policy.PathStatus {
 		if name == "" {
 			name = fmt.Sprintf("%d", p.Plane)
 		}
-		out[i] = policy.PathStatus{Plane: name, TxBytes: p.TxBytes, RxBytes: p.RxBytes, Retransmits: p.Retransmits}
+		out[i] = contract.PathStatus{Plane: name, TxBytes: p.TxBytes, RxBytes: p.RxBytes, Retransmits: p.Retransmits}
 	}
 	return out
 }

@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv/kvtest"
-	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/transport"
 )
 
@@ -137,7 +137,7 @@ func TestCollector(t *testing.T) {
 	a := newAgent(t, Config{Endpoint: "host-a", Client: s.Client, Planes: 4}, rec)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(a.Collector())
-	putRaw(t, s.Client, policy.KeyEndpoint("host-a"), "{")
+	putRaw(t, s.Client, contract.KeyEndpoint("host-a"), "{")
 	putGen(t, s.Client, 1)
 	start(t, a)
 	testutil.WaitFor(t, wait, "the rejection counted", func() bool { return a.ctr.rejected.Load() == 1 })

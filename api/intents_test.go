@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/policy"
 )
@@ -148,18 +149,18 @@ func TestStatusAndConvergence(t *testing.T) {
 	if r := f.do("GET", "/api/v1/endpoints/host-a/status", f.admin, nil); r.Code != 404 {
 		t.Fatalf("status before any agent = %d", r.Code)
 	}
-	gen, _ := json.Marshal(policy.GenerationDoc{Generation: 7})
-	f.kv.Put(ctx, policy.KeyGeneration, string(gen))
+	gen, _ := json.Marshal(contract.GenerationDoc{Generation: 7})
+	f.kv.Put(ctx, contract.KeyGeneration, string(gen))
 	for _, name := range []string{"host-a", "host-b"} {
-		doc, _ := json.Marshal(policy.EndpointDoc{Generation: 7, Endpoint: name})
-		f.kv.Put(ctx, policy.KeyEndpoint(name), string(doc))
+		doc, _ := json.Marshal(contract.EndpointDoc{Generation: 7, Endpoint: name})
+		f.kv.Put(ctx, contract.KeyEndpoint(name), string(doc))
 	}
-	st, _ := json.Marshal(policy.StatusDoc{Endpoint: "host-a", AppliedGeneration: 7, Source: "etcd"})
-	f.kv.Put(ctx, policy.KeyStatus("host-a"), string(st))
-	st, _ = json.Marshal(policy.StatusDoc{Endpoint: "host-b", AppliedGeneration: 6, Errors: []string{"bad doc"}})
-	f.kv.Put(ctx, policy.KeyStatus("host-b"), string(st))
+	st, _ := json.Marshal(contract.StatusDoc{Endpoint: "host-a", AppliedGeneration: 7, Source: "etcd"})
+	f.kv.Put(ctx, contract.KeyStatus("host-a"), string(st))
+	st, _ = json.Marshal(contract.StatusDoc{Endpoint: "host-b", AppliedGeneration: 6, Errors: []string{"bad doc"}})
+	f.kv.Put(ctx, contract.KeyStatus("host-b"), string(st))
 
-	var got policy.StatusDoc
+	var got contract.StatusDoc
 	if r := f.do("GET", "/api/v1/endpoints/host-a/status", f.admin, nil); r.Code != 200 {
 		t.Fatalf("status = %d", r.Code)
 	} else if r.json(t, &got); got.AppliedGeneration != 7 {

@@ -20,7 +20,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/intents"
+	"github.com/multiplane/multiplane/internal/version"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/kv"
 	"github.com/multiplane/multiplane/planes"
@@ -314,21 +314,10 @@ func loadTopology(ctx context.Context, inv *inventory.Inventory, path string, lo
 }
 
 func buildInfo() prometheus.Collector {
-	version, goVersion := "devel", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				version = s.Value[:12]
-			}
-		}
-	}
+	v := version.Get()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "multiplane", Name: "build_info", Help: "Build of this fabricd; the value is 1.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": goVersion},
+		ConstLabels: prometheus.Labels{"version": v.Short(), "goversion": v.GoVersion},
 	})
 	g.Set(1)
 	return g

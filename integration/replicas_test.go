@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/fabricdproc"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/kv/kvtest"
-	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/store/storetest"
 )
 
@@ -48,11 +48,11 @@ func TestTwoReplicasLeaderTakeover(t *testing.T) {
 	gens := make(chan gen, 100)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	watch := etcd.Client.Watch(wctx, policy.KeyGeneration)
+	watch := etcd.Client.Watch(wctx, contract.KeyGeneration)
 	go func() {
 		for resp := range watch {
 			for _, ev := range resp.Events {
-				var d policy.GenerationDoc
+				var d contract.GenerationDoc
 				json.Unmarshal(ev.Kv.Value, &d)
 				gens <- gen{time.Now(), d.Leader, d.Generation}
 			}
@@ -104,11 +104,11 @@ func TestTwoReplicasLeaderTakeover(t *testing.T) {
 	if took > ttl*time.Second+2*time.Second {
 		t.Fatalf("takeover took %v, more than the TTL of %ds (+2s)", took, ttl)
 	}
-	resp, err := etcd.Client.Get(ctx, policy.KeyEndpoint("host-a"))
+	resp, err := etcd.Client.Get(ctx, contract.KeyEndpoint("host-a"))
 	if err != nil || len(resp.Kvs) == 0 {
 		t.Fatalf("host-a document: %v", err)
 	}
-	var doc policy.EndpointDoc
+	var doc contract.EndpointDoc
 	json.Unmarshal(resp.Kvs[0].Value, &doc)
 	for _, p := range doc.PathSet.Planes {
 		if p.Plane == "p2" {

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/demo"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv"
-	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/store/pgcluster"
 )
 
@@ -63,18 +63,18 @@ func goodput(env *demo.Env, window time.Duration) float64 {
 func converged(t *testing.T, env *demo.Env) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	resp, err := env.Etcd.Get(ctx, policy.KeyGeneration)
+	resp, err := env.Etcd.Get(ctx, contract.KeyGeneration)
 	if err != nil || len(resp.Kvs) == 0 {
 		return false
 	}
-	var g policy.GenerationDoc
+	var g contract.GenerationDoc
 	json.Unmarshal(resp.Kvs[0].Value, &g)
 	for _, a := range env.Agents {
-		resp, err := env.Etcd.Get(ctx, policy.KeyEndpoint(a.Endpoint()))
+		resp, err := env.Etcd.Get(ctx, contract.KeyEndpoint(a.Endpoint()))
 		if err != nil || len(resp.Kvs) == 0 {
 			return false
 		}
-		var d policy.EndpointDoc
+		var d contract.EndpointDoc
 		json.Unmarshal(resp.Kvs[0].Value, &d)
 		if d.Generation > g.Generation || a.Status().AppliedGeneration < d.Generation {
 			return false
@@ -209,13 +209,13 @@ func waitApplied(t *testing.T, env *demo.Env, plane string, timeout time.Duratio
 		done := converged(t, env)
 		for _, a := range env.Agents {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			resp, err := env.Etcd.Get(ctx, policy.KeyEndpoint(a.Endpoint()))
+			resp, err := env.Etcd.Get(ctx, contract.KeyEndpoint(a.Endpoint()))
 			cancel()
 			if err != nil || len(resp.Kvs) == 0 {
 				done = false
 				break
 			}
-			var d policy.EndpointDoc
+			var d contract.EndpointDoc
 			json.Unmarshal(resp.Kvs[0].Value, &d)
 			for _, p := range d.PathSet.Planes {
 				if p.Plane == plane {

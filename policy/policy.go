@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/planes"
 )
 
@@ -69,56 +70,21 @@ type Input struct {
 	Intents  Intents
 }
 
-// PlanePath is one plane of an endpoint's path set.
-type PlanePath struct {
-	Plane   string  `json:"plane"`
-	Index   int     `json:"index"` // position among the topology's planes
-	Address string  `json:"address"`
-	Weight  float64 `json:"weight"`
-	Entropy int     `json:"entropy"`
-}
-
-// PathSet is the planes an endpoint sprays over; weights sum to 1.
-type PathSet struct {
-	Planes []PlanePath `json:"planes"`
-	// Fallback says the preferred planes were all unusable, so the set
-	// holds what is left (drained or down planes with a live link).
-	Fallback string `json:"fallback,omitempty"`
-}
-
-// RatePolicy is what an endpoint enforces: egress cap, the ingress budget
-// its receiver grants from, and per-plane caps.
-type RatePolicy struct {
-	Class      string           `json:"class"`
-	EgressBps  int64            `json:"egress_bps"`
-	IngressBps int64            `json:"ingress_bps"`
-	PlaneCaps  map[string]int64 `json:"plane_caps_bps,omitempty"`
-}
-
 // EndpointPolicy is the result for one endpoint.
 type EndpointPolicy struct {
-	Endpoint string     `json:"endpoint"`
-	PathSet  PathSet    `json:"path_set"`
-	Rate     RatePolicy `json:"rate_policy"`
+	Endpoint string              `json:"endpoint"`
+	PathSet  contract.PathSet    `json:"path_set"`
+	Rate     contract.RatePolicy `json:"rate_policy"`
 	// Ports are all the endpoint's ports, for the directory peers read.
-	Ports []DirectoryPort `json:"ports"`
+	Ports []contract.DirectoryPort `json:"ports"`
 }
 
 // Output is the computed policy, sorted by endpoint name.
 type Output struct {
 	Endpoints []EndpointPolicy
-	Planes    []PlaneStatus
+	Planes    []contract.PlaneStatus
 	// Unusable are the ports peers should not send to, sorted.
-	Unusable []PortRef
-}
-
-// PlaneStatus is a plane as endpoints see it.
-type PlaneStatus struct {
-	Name          string            `json:"name"`
-	Index         int               `json:"index"`
-	State         planes.PlaneState `json:"state"`
-	CapacityRatio float64           `json:"capacity_ratio"`
-	Drained       bool              `json:"drained"`
+	Unusable []contract.PortRef
 }
 
 // DefaultClass names the rate class of endpoints without an assignment.
@@ -138,16 +104,16 @@ func Compute(in Input, cfg Config) Output {
 	}
 	var out Output
 	planeIdx := map[string]int{}
-	planeInfo := map[string]PlaneStatus{}
+	planeInfo := map[string]contract.PlaneStatus{}
 	for i, p := range t.Planes {
 		planeIdx[p.Name] = i
 		ph, ok := in.Health.PlaneHealth(p.Name)
 		if !ok {
 			ph = planes.PlaneHealth{State: planes.PlaneHealthy, CapacityRatio: 1}
 		}
-		st := PlaneStatus{Name: p.Name, Index: i, State: ph.State, CapacityRatio: ph.CapacityRatio, Drained: drained[DrainPlane][p.Name]}
+		st := contract.PlaneStatus{Name: p.Name, Index: i, State: string(ph.State), CapacityRatio: ph.CapacityRatio, Drained: drained[DrainPlane][p.Name]}
 		if st.Drained {
-			st.State = planes.PlaneDraining
+			st.State = string(planes.PlaneDraining)
 		}
 		planeInfo[p.Name] = st
 		out.Planes = append(out.Planes, st)
@@ -162,14 +128,14 @@ func Compute(in Input, cfg Config) Output {
 		out.Unusable = append(out.Unusable, unusable...)
 	}
 	slices.SortFunc(out.Endpoints, func(a, b EndpointPolicy) int { return strings.Compare(a.Endpoint, b.Endpoint) })
-	slices.SortFunc(out.Unusable, func(a, b PortRef) int {
+	slices.SortFunc(out.Unusable, func(a, b contract.PortRef) int {
 		return cmp.Or(strings.Compare(a.Endpoint, b.Endpoint), strings.Compare(a.Plane, b.Plane))
 	})
 	return out
 }
 
-func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string]int, planeInfo map[string]PlaneStatus,
-	drained map[DrainKind]map[string]bool, classes map[string]RateClass) (EndpointPolicy, []PortRef) {
+func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string]int, planeInfo map[string]contract.PlaneStatus,
+	drained map[DrainKind]map[string]bool, classes map[string]RateClass) (EndpointPolicy, []contract.PortRef) {
 	type candidate struct {
 		port      planes.Port
 		linkUp    bool
@@ -185,7 +151,7 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 		}
 		ps := planeInfo[p.Plane]
 		c := candidate{port: p, linkUp: lh.State != planes.LinkDown}
-		c.preferred = c.linkUp && !ps.Drained && ps.State != planes.PlaneDown &&
+		c.preferred = c.linkUp && !ps.Drained && ps.State != string(planes.PlaneDown) &&
 			!drained[DrainSwitch][p.Switch] && !drained[DrainLink][link]
 		c.weight = math.Max(ps.CapacityRatio, 0.01)
 		if lh.State == planes.LinkDegraded {
@@ -202,7 +168,7 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 		}
 		return out
 	}
-	ps := PathSet{}
+	ps := contract.PathSet{}
 	chosen := pick(func(c candidate) bool { return c.preferred })
 	if len(chosen) == 0 {
 		// Never strand an endpoint: use what still has a live link, even
@@ -225,28 +191,28 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 		total += c.weight
 	}
 	for _, c := range chosen {
-		ps.Planes = append(ps.Planes, PlanePath{
+		ps.Planes = append(ps.Planes, contract.PlanePath{
 			Plane: c.port.Plane, Index: planeIdx[c.port.Plane], Address: c.port.Address.String(),
 			Weight: roundWeight(c.weight / total), Entropy: cfg.Entropy,
 		})
 	}
-	slices.SortFunc(ps.Planes, func(a, b PlanePath) int { return a.Index - b.Index })
-	var unusable []PortRef
-	ports := make([]DirectoryPort, len(cands))
+	slices.SortFunc(ps.Planes, func(a, b contract.PlanePath) int { return a.Index - b.Index })
+	var unusable []contract.PortRef
+	ports := make([]contract.DirectoryPort, len(cands))
 	for i, c := range cands {
 		if !c.preferred {
-			unusable = append(unusable, PortRef{Endpoint: e.Name, Plane: c.port.Plane})
+			unusable = append(unusable, contract.PortRef{Endpoint: e.Name, Plane: c.port.Plane})
 		}
-		ports[i] = DirectoryPort{Plane: c.port.Plane, Index: planeIdx[c.port.Plane], Address: c.port.Address.String()}
+		ports[i] = contract.DirectoryPort{Plane: c.port.Plane, Index: planeIdx[c.port.Plane], Address: c.port.Address.String()}
 	}
-	slices.SortFunc(ports, func(a, b DirectoryPort) int { return a.Index - b.Index })
+	slices.SortFunc(ports, func(a, b contract.DirectoryPort) int { return a.Index - b.Index })
 
 	className := in.Intents.Assignments[e.Name]
 	class, ok := classes[className]
 	if !ok {
 		className, class = DefaultClass, RateClass{Name: DefaultClass}
 	}
-	rate := RatePolicy{Class: className, EgressBps: class.EgressBps, IngressBps: class.IngressBps}
+	rate := contract.RatePolicy{Class: className, EgressBps: class.EgressBps, IngressBps: class.IngressBps}
 	for _, p := range e.Ports {
 		info := planeInfo[p.Plane]
 		if p.SpeedBps > 0 && info.CapacityRatio < 1 {

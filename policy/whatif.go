@@ -1,6 +1,10 @@
 package policy
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/multiplane/multiplane/contract"
+)
 
 // EndpointImpact is how a change would affect one endpoint.
 type EndpointImpact struct {
@@ -51,7 +55,7 @@ func WhatIf(in Input, cfg Config, extra Drain) Impact {
 	return imp
 }
 
-func planeNames(ps PathSet) []string {
+func planeNames(ps contract.PathSet) []string {
 	out := make([]string, len(ps.Planes))
 	for i, p := range ps.Planes {
 		out[i] = p.Plane
@@ -60,7 +64,7 @@ func planeNames(ps PathSet) []string {
 }
 
 // capacity is the fraction of an endpoint's port capacity in its path set.
-func capacity(ps PathSet, speeds map[string]int64) float64 {
+func capacity(ps contract.PathSet, speeds map[string]int64) float64 {
 	if ps.Fallback != "" {
 		return 0
 	}

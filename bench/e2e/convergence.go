@@ -18,10 +18,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/multiplane/multiplane/agent"
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/fabricsim/gnmisim"
 	"github.com/multiplane/multiplane/internal/fabricdproc"
 	"github.com/multiplane/multiplane/kv"
-	"github.com/multiplane/multiplane/policy"
 )
 
 // ConvergenceConfig sizes the convergence benchmark.
@@ -91,7 +91,7 @@ type recordingApplier struct {
 	n    int
 }
 
-func (a recordingApplier) Apply(doc policy.EndpointDoc) error {
+func (a recordingApplier) Apply(doc contract.EndpointDoc) error {
 	var ps []string
 	for _, p := range doc.PathSet.Planes {
 		ps = append(ps, p.Plane)
@@ -105,8 +105,8 @@ func (a recordingApplier) Apply(doc policy.EndpointDoc) error {
 	}
 	return nil
 }
-func (a recordingApplier) Stats() []policy.PathStatus { return nil }
-func (a recordingApplier) Planes() int                { return a.n }
+func (a recordingApplier) Stats() []contract.PathStatus { return nil }
+func (a recordingApplier) Planes() int                  { return a.n }
 
 // wait until every agent applied a document satisfying ok; returns per-agent
 // apply times and how many did not make it.
@@ -371,10 +371,10 @@ func (g *generationTimes) when(gen uint64) (time.Time, bool) {
 func watchGenerations(ctx context.Context, cli *clientv3.Client) *generationTimes {
 	g := &generationTimes{times: map[uint64]time.Time{}}
 	go func() {
-		for resp := range cli.Watch(ctx, policy.KeyGeneration) {
+		for resp := range cli.Watch(ctx, contract.KeyGeneration) {
 			now := time.Now()
 			for _, ev := range resp.Events {
-				var d policy.GenerationDoc
+				var d contract.GenerationDoc
 				if json.Unmarshal(ev.Kv.Value, &d) == nil {
 					g.mu.Lock()
 					g.times[d.Generation] = now

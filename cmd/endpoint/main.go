@@ -17,6 +17,7 @@ import (
 	"github.com/multiplane/multiplane/agent"
 	"github.com/multiplane/multiplane/bench"
 	"github.com/multiplane/multiplane/internal/cliconf"
+	"github.com/multiplane/multiplane/internal/version"
 )
 
 const usage = `Usage: endpoint <command> [arguments]
@@ -24,6 +25,7 @@ const usage = `Usage: endpoint <command> [arguments]
 Commands:
   bench server|client [flags]  perftest-style transport benchmark (endpoint bench --help)
   run [flags]                  the endpoint agent (endpoint run --help)
+  --version                    print the version (module version and commit)
 `
 
 const benchUsage = `Usage: endpoint bench server|client [flags]
@@ -90,6 +92,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runBench(args[1:], stdout, stderr)
 	case "run":
 		return runAgent(args[1:], stdout, stderr)
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, "endpoint", version.Get())
+		return 0
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -25,6 +25,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"bench", "client", "--mode", "tcp", "--bind", "127.0.0.1"}, 2, "--peer"},
 		{[]string{"bench", "client", "--mode", "bogus"}, 2, "unknown mode"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"--version"}, 0, "endpoint (devel), commit "},
+		{[]string{"--help"}, 0, "--version"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)

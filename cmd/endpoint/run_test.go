@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/multiplane/multiplane/agent"
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv"
-	"github.com/multiplane/multiplane/policy"
 )
 
 // syncBuffer is a bytes.Buffer safe for the agent's logger and the test.
@@ -43,7 +43,7 @@ func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer etcd.Close()
-	doc := policy.EndpointDoc{Generation: 3, Endpoint: "host-a", PathSet: policy.PathSet{Planes: []policy.PlanePath{
+	doc := contract.EndpointDoc{Generation: 3, Endpoint: "host-a", PathSet: contract.PathSet{Planes: []contract.PlanePath{
 		{Plane: "p0", Index: 0, Address: "127.0.0.1", Weight: 0.5, Entropy: 2},
 		{Plane: "p1", Index: 1, Address: "127.0.0.2", Weight: 0.5, Entropy: 2},
 	}}}
@@ -53,8 +53,8 @@ func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put(policy.KeyEndpoint("host-a"), doc)
-	put(policy.KeyGeneration, policy.GenerationDoc{Generation: 3})
+	put(contract.KeyEndpoint("host-a"), doc)
+	put(contract.KeyGeneration, contract.GenerationDoc{Generation: 3})
 
 	stateDir := t.TempDir()
 	args := []string{"run", "--name", "host-a", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","),
@@ -67,13 +67,13 @@ func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 		return cancel, done, &out
 	}
 	stop, done, out := start()
-	var st policy.StatusDoc
+	var st contract.StatusDoc
 	testutil.WaitFor(t, 20*time.Second, "the status with generation 3 in etcd", func() bool {
-		resp, err := etcd.Client.Get(ctx, policy.KeyStatus("host-a"))
+		resp, err := etcd.Client.Get(ctx, contract.KeyStatus("host-a"))
 		if err != nil || len(resp.Kvs) != 1 {
 			return false
 		}
-		st = policy.StatusDoc{}
+		st = contract.StatusDoc{}
 		return json.Unmarshal(resp.Kvs[0].Value, &st) == nil && st.AppliedGeneration == 3
 	})
 	if st.Source != agent.SourceEtcd {

@@ -20,6 +20,7 @@ import (
 	"github.com/multiplane/multiplane/daemon"
 	"github.com/multiplane/multiplane/internal/cliconf"
 	"github.com/multiplane/multiplane/internal/logging"
+	"github.com/multiplane/multiplane/internal/version"
 )
 
 const subcommands = `
@@ -39,6 +40,7 @@ func main() {
 	fs := flag.NewFlagSet("fabricd", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
 	logCfg.RegisterFlags(fs)
+	showVersion := cliconf.Version(fs)
 	if err := cliconf.Parse(fs, os.Args[1:], "FABRICD"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(fs.Output(), subcommands)
@@ -46,6 +48,10 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "fabricd:", err)
 		os.Exit(2)
+	}
+	if *showVersion {
+		fmt.Println("fabricd", version.Get())
+		os.Exit(0)
 	}
 	logger, err := logCfg.New(os.Stderr)
 	if err != nil {

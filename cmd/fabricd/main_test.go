@@ -244,6 +244,21 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	}
 }
 
+// TestVersion: --version prints what make build stamps in, and exits 0
+// before it starts anything.
+func TestVersion(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fabricd")
+	pkg := "github.com/multiplane/multiplane/internal/version"
+	ld := "-X " + pkg + ".module=v9.8.7 -X " + pkg + ".commit=0123456789ab"
+	if out, err := exec.Command("go", "build", "-ldflags", ld, "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version", "--data-dir", "/nonexistent/x").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "fabricd v9.8.7, commit 0123456789ab, go") {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+}
+
 // TestAdminTokenRefusesBadFlags: fabricd admin-token exits 2 (a usage
 // error) on a bad --token-name or --token-ttl, before it starts anything:
 // the data directory does not exist, which would otherwise exit 1.

@@ -25,6 +25,16 @@ func EnvName(prefix, flagName string) string {
 	return prefix + "_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(flagName))
 }
 
+// commandLineOnly are the flags without a config file key; --version has
+// no environment twin either (--config's is read first, by Parse).
+var commandLineOnly = map[string]bool{"config": true, "version": true}
+
+// Version registers --version (command line only) on fs; the command
+// prints its version and exits 0 when it is set after Parse.
+func Version(fs *flag.FlagSet) *bool {
+	return fs.Bool("version", false, "print the version (module version and commit) and exit")
+}
+
 // Parse registers --config, parses args, then fills every flag not given on
 // the command line from its environment twin, then from the config file.
 func Parse(fs *flag.FlagSet, args []string, envPrefix string) error {
@@ -50,7 +60,7 @@ func Parse(fs *flag.FlagSet, args []string, envPrefix string) error {
 	}
 	var errs []string
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || f.Name == "config" {
+		if given[f.Name] || commandLineOnly[f.Name] {
 			return
 		}
 		env := EnvName(envPrefix, f.Name)
@@ -84,7 +94,7 @@ func readConfig(fs *flag.FlagSet, path string) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for k, v := range raw {
-		if fs.Lookup(k) == nil || k == "config" {
+		if fs.Lookup(k) == nil || commandLineOnly[k] {
 			return nil, fmt.Errorf("cliconf: config file %s: unknown setting %q (see --help)", path, k)
 		}
 		switch v := v.(type) {
@@ -116,6 +126,10 @@ func setUsage(fs *flag.FlagSet, envPrefix string) {
 			fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
 			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
 				fmt.Fprintf(w, " (default %q)", f.DefValue)
+			}
+			if f.Name == "version" {
+				fmt.Fprintln(w)
+				return
 			}
 			fmt.Fprintf(w, "\n    \tenv: %s\n", EnvName(envPrefix, f.Name))
 		})

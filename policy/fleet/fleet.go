@@ -15,9 +15,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/multiplane/multiplane/contract"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/multiplane/multiplane/policy"
 )
 
 // ErrNoStatus is returned when an endpoint has no live status.
@@ -30,9 +29,9 @@ type Reader struct{ cli *clientv3.Client }
 func New(cli *clientv3.Client) *Reader { return &Reader{cli: cli} }
 
 // Status returns an endpoint's status.
-func (r *Reader) Status(ctx context.Context, endpoint string) (policy.StatusDoc, error) {
-	var st policy.StatusDoc
-	resp, err := r.cli.Get(ctx, policy.KeyStatus(endpoint))
+func (r *Reader) Status(ctx context.Context, endpoint string) (contract.StatusDoc, error) {
+	var st contract.StatusDoc
+	resp, err := r.cli.Get(ctx, contract.KeyStatus(endpoint))
 	if err != nil {
 		return st, fmt.Errorf("fleet: %w", err)
 	}
@@ -72,25 +71,25 @@ const maxLaggards = 100
 func (r *Reader) Convergence(ctx context.Context, expected []string) (View, error) {
 	v := View{Laggards: []Laggard{}}
 	resp, err := r.cli.Txn(ctx).Then(
-		clientv3.OpGet(policy.KeyGeneration),
-		clientv3.OpGet(policy.PrefixStatus, clientv3.WithPrefix()),
-		clientv3.OpGet(policy.PrefixEndpoints, clientv3.WithPrefix()),
+		clientv3.OpGet(contract.KeyGeneration),
+		clientv3.OpGet(contract.PrefixStatus, clientv3.WithPrefix()),
+		clientv3.OpGet(contract.PrefixEndpoints, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return v, fmt.Errorf("fleet: %w", err)
 	}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		var g policy.GenerationDoc
+		var g contract.GenerationDoc
 		if err := json.Unmarshal(kvs[0].Value, &g); err != nil {
 			return v, fmt.Errorf("fleet: generation key: %w", err)
 		}
 		v.TargetGeneration = g.Generation
 	}
-	statuses := map[string]policy.StatusDoc{}
+	statuses := map[string]contract.StatusDoc{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		var st policy.StatusDoc
+		var st contract.StatusDoc
 		if json.Unmarshal(kv.Value, &st) == nil {
-			statuses[strings.TrimPrefix(string(kv.Key), policy.PrefixStatus)] = st
+			statuses[strings.TrimPrefix(string(kv.Key), contract.PrefixStatus)] = st
 		}
 	}
 	docGen := map[string]uint64{}
@@ -99,7 +98,7 @@ func (r *Reader) Convergence(ctx context.Context, expected []string) (View, erro
 			Generation uint64 `json:"generation"`
 		}
 		if json.Unmarshal(kv.Value, &d) == nil {
-			docGen[strings.TrimPrefix(string(kv.Key), policy.PrefixEndpoints)] = d.Generation
+			docGen[strings.TrimPrefix(string(kv.Key), contract.PrefixEndpoints)] = d.Generation
 		}
 	}
 	names := slices.Clone(expected)

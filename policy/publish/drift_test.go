@@ -10,10 +10,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv/kvtest"
-	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/policy/publish"
 )
 
@@ -38,13 +38,13 @@ func put(t *testing.T, cli *clientv3.Client, key, value string) {
 	}
 }
 
-func endpointDoc(t *testing.T, cli *clientv3.Client, name string) (policy.EndpointDoc, bool) {
+func endpointDoc(t *testing.T, cli *clientv3.Client, name string) (contract.EndpointDoc, bool) {
 	t.Helper()
-	resp, err := cli.Get(context.Background(), policy.KeyEndpoint(name))
+	resp, err := cli.Get(context.Background(), contract.KeyEndpoint(name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d policy.EndpointDoc
+	var d contract.EndpointDoc
 	if len(resp.Kvs) == 0 {
 		return d, false
 	}
@@ -86,10 +86,10 @@ func TestRepairsDrift(t *testing.T) {
 			g5.Generation = 0 // content as computed, generation rewound
 			doc5, _ := json.Marshal(g5)
 			_, err := cli.Txn(context.Background()).Then(
-				clientv3.OpPut(policy.KeyEndpoint("h003"), string(doc3)),
-				clientv3.OpPut(policy.KeyEndpoint("h005"), string(doc5)),
-				clientv3.OpDelete(policy.KeyEndpoint("h004")),
-				clientv3.OpPut(policy.KeyEndpoint("intruder"), `{"generation":1,"endpoint":"intruder"}`),
+				clientv3.OpPut(contract.KeyEndpoint("h003"), string(doc3)),
+				clientv3.OpPut(contract.KeyEndpoint("h005"), string(doc5)),
+				clientv3.OpDelete(contract.KeyEndpoint("h004")),
+				clientv3.OpPut(contract.KeyEndpoint("intruder"), `{"generation":1,"endpoint":"intruder"}`),
 			).Commit()
 			if err != nil {
 				t.Fatal(err)
@@ -108,10 +108,10 @@ func TestRepairsDrift(t *testing.T) {
 			if _, ok := endpointDoc(t, cli, "intruder"); ok {
 				t.Fatal("a document added behind the leader's back is still there")
 			}
-			if g, _ := generationOf(t, cli, policy.KeyGeneration); g != 2 {
+			if g, _ := generationOf(t, cli, contract.KeyGeneration); g != 2 {
 				t.Fatalf("generation key %d, want 2", g)
 			}
-			if g, _ := generationOf(t, cli, policy.KeyEndpoint("h006")); g != 1 {
+			if g, _ := generationOf(t, cli, contract.KeyEndpoint("h006")); g != 1 {
 				t.Fatalf("untouched h006 rewritten at %d", g)
 			}
 			testutil.WaitFor(t, 5*time.Second, "drift counted", func() bool {
@@ -144,11 +144,11 @@ func TestGenerationKeyRewoundIsRepaired(t *testing.T) {
 	cfg.ID, cfg.ReconcileEvery = "a", time.Hour
 	startWith(t, cli, cfg, src, results, nil)
 	waitResult(t, results)
-	put(t, cli, policy.KeyGeneration, `{"generation":0}`)
+	put(t, cli, contract.KeyGeneration, `{"generation":0}`)
 	if r := waitResult(t, results); r.Generation != 2 {
 		t.Fatalf("repair = %+v, want generation 2", r)
 	}
-	if g, _ := generationOf(t, cli, policy.KeyGeneration); g != 2 {
+	if g, _ := generationOf(t, cli, contract.KeyGeneration); g != 2 {
 		t.Fatalf("generation key %d, want 2", g)
 	}
 }
@@ -172,10 +172,10 @@ func TestGenerationBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cli := kvtest.New(t).Client
 			if tc.inDocKey {
-				put(t, cli, policy.KeyEndpoint("h000"), fmt.Sprintf(`{"generation":%d,"endpoint":"h000"}`, tc.found))
-				put(t, cli, policy.KeyGeneration, `{"generation":7}`)
+				put(t, cli, contract.KeyEndpoint("h000"), fmt.Sprintf(`{"generation":%d,"endpoint":"h000"}`, tc.found))
+				put(t, cli, contract.KeyGeneration, `{"generation":7}`)
 			} else {
-				put(t, cli, policy.KeyGeneration, fmt.Sprintf(`{"generation":%d}`, tc.found))
+				put(t, cli, contract.KeyGeneration, fmt.Sprintf(`{"generation":%d}`, tc.found))
 			}
 			src := &source{}
 			src.set(output(3, false))
@@ -201,7 +201,7 @@ func TestGenerationBound(t *testing.T) {
 			if !p.IsLeader() {
 				t.Fatal("the replica stopped leading")
 			}
-			key, want := policy.KeyGeneration, tc.found
+			key, want := contract.KeyGeneration, tc.found
 			if tc.inDocKey {
 				want = 7
 			}
@@ -236,7 +236,7 @@ func TestRepairsForeignFieldsKeysAndWipes(t *testing.T) {
 		}
 		return string(resp.Kvs[0].Value)
 	}
-	notOurs := policy.Prefix + "elsewhere/x"
+	notOurs := contract.Prefix + "elsewhere/x"
 	put(t, cli, notOurs, "kept")
 
 	steps := []struct {
@@ -244,24 +244,24 @@ func TestRepairsForeignFieldsKeysAndWipes(t *testing.T) {
 		tamper func()
 	}{
 		{"a foreign field in a document", func() {
-			doc := raw(policy.KeyEndpoint("h001"))
-			put(t, cli, policy.KeyEndpoint("h001"), doc[:len(doc)-1]+`,"backdoor":true}`)
+			doc := raw(contract.KeyEndpoint("h001"))
+			put(t, cli, contract.KeyEndpoint("h001"), doc[:len(doc)-1]+`,"backdoor":true}`)
 		}},
 		{"a foreign field in the generation key", func() {
-			doc := raw(policy.KeyGeneration)
-			put(t, cli, policy.KeyGeneration, doc[:len(doc)-1]+`,"backdoor":true}`)
+			doc := raw(contract.KeyGeneration)
+			put(t, cli, contract.KeyGeneration, doc[:len(doc)-1]+`,"backdoor":true}`)
 		}},
 		{"the generation key's leader changed", func() {
-			var g policy.GenerationDoc
-			json.Unmarshal([]byte(raw(policy.KeyGeneration)), &g)
+			var g contract.GenerationDoc
+			json.Unmarshal([]byte(raw(contract.KeyGeneration)), &g)
 			g.Leader = "someone-else"
 			b, _ := json.Marshal(g)
-			put(t, cli, policy.KeyGeneration, string(b))
+			put(t, cli, contract.KeyGeneration, string(b))
 		}},
-		{"a key invented under fabric/", func() { put(t, cli, policy.Prefix+"fabric/zzz", `{"generation":1}`) }},
-		{"a key invented under directory/", func() { put(t, cli, policy.KeyDirectory("ghost"), `garbage`) }},
+		{"a key invented under fabric/", func() { put(t, cli, contract.Prefix+"fabric/zzz", `{"generation":1}`) }},
+		{"a key invented under directory/", func() { put(t, cli, contract.KeyDirectory("ghost"), `garbage`) }},
 		{"the whole prefix deleted", func() {
-			if _, err := cli.Delete(ctx, policy.Prefix, clientv3.WithPrefix()); err != nil {
+			if _, err := cli.Delete(ctx, contract.Prefix, clientv3.WithPrefix()); err != nil {
 				t.Fatal(err)
 			}
 			put(t, cli, notOurs, "kept")
@@ -275,18 +275,18 @@ func TestRepairsForeignFieldsKeysAndWipes(t *testing.T) {
 			t.Fatalf("%s: repaired at generation %d, not above %d", s.name, r.Generation, last)
 		}
 		last = r.Generation
-		for _, key := range []string{policy.Prefix + "fabric/zzz", policy.KeyDirectory("ghost")} {
+		for _, key := range []string{contract.Prefix + "fabric/zzz", contract.KeyDirectory("ghost")} {
 			if v := raw(key); v != "" {
 				t.Fatalf("%s: %s still holds %q", s.name, key, v)
 			}
 		}
-		for _, key := range []string{policy.KeyEndpoint("h001"), policy.KeyGeneration} {
+		for _, key := range []string{contract.KeyEndpoint("h001"), contract.KeyGeneration} {
 			if v := raw(key); strings.Contains(v, "backdoor") || v == "" {
 				t.Fatalf("%s: %s = %q after the repair", s.name, key, v)
 			}
 		}
-		var g policy.GenerationDoc
-		json.Unmarshal([]byte(raw(policy.KeyGeneration)), &g)
+		var g contract.GenerationDoc
+		json.Unmarshal([]byte(raw(contract.KeyGeneration)), &g)
 		if g.Generation != last || g.Leader != "a" {
 			t.Fatalf("%s: generation key %+v, want generation %d by a", s.name, g, last)
 		}

@@ -36,6 +36,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/policy"
 )
 
@@ -190,7 +191,7 @@ func (p *Publisher) Last() Result {
 
 // Leader returns the current leader's ID ("" when there is none).
 func Leader(ctx context.Context, cli *clientv3.Client) (string, error) {
-	resp, err := cli.Get(ctx, policy.PrefixLeader, clientv3.WithFirstCreate()...)
+	resp, err := cli.Get(ctx, contract.PrefixLeader, clientv3.WithFirstCreate()...)
 	if err != nil {
 		return "", err
 	}
@@ -226,7 +227,7 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 		return fmt.Errorf("publish: session: %w", err)
 	}
 	defer sess.Close()
-	el := concurrency.NewElection(sess, policy.PrefixLeader)
+	el := concurrency.NewElection(sess, contract.PrefixLeader)
 	if other, err := Leader(ctx, p.cli); err == nil && other != "" && other != p.cfg.ID {
 		p.recording.Store(false)
 	}
@@ -345,8 +346,8 @@ type writer struct {
 // ownedStart and ownedEnd bound the keys the leader writes: directory/,
 // endpoints/ and fabric/ (in that order), as one range.
 const (
-	ownedStart = policy.PrefixDirectory
-	ownedEnd   = policy.Prefix + "fabric0" // just after every fabric/ key
+	ownedStart = contract.PrefixDirectory
+	ownedEnd   = contract.Prefix + "fabric0" // just after every fabric/ key
 )
 
 // load reads every document this leader may write, at one revision, and
@@ -366,7 +367,7 @@ func (w *writer) load(ctx context.Context) (int64, error) {
 		gen, content := canonical(key, kv.Value)
 		w.generation = max(w.generation, gen)
 		switch {
-		case key == policy.KeyGeneration:
+		case key == contract.KeyGeneration:
 			w.genKey, w.genRaw = gen, kv.Value
 			if content == nil { // not as this package writes it
 				w.genKey = 0
@@ -488,8 +489,8 @@ func (w *writer) takeForeign() bool {
 
 // owned reports whether key lies under a prefix only the leader writes.
 func owned(key string) bool {
-	return strings.HasPrefix(key, policy.PrefixDirectory) || strings.HasPrefix(key, policy.PrefixEndpoints) ||
-		strings.HasPrefix(key, policy.Prefix+"fabric/")
+	return strings.HasPrefix(key, contract.PrefixDirectory) || strings.HasPrefix(key, contract.PrefixEndpoints) ||
+		strings.HasPrefix(key, contract.Prefix+"fabric/")
 }
 
 // canonical decodes a stored document and returns its generation and its
@@ -502,8 +503,8 @@ func owned(key string) bool {
 func canonical(key string, value []byte) (uint64, []byte) {
 	var doc interface{ setGeneration(uint64) uint64 }
 	switch {
-	case key == policy.KeyGeneration:
-		var g policy.GenerationDoc
+	case key == contract.KeyGeneration:
+		var g contract.GenerationDoc
 		if json.Unmarshal(value, &g) != nil {
 			return 0, nil
 		}
@@ -511,13 +512,13 @@ func canonical(key string, value []byte) (uint64, []byte) {
 			return g.Generation, nil
 		}
 		return g.Generation, value
-	case key == policy.KeyPlanes:
+	case key == contract.KeyPlanes:
 		doc = &planesDoc{}
-	case key == policy.KeyPorts:
+	case key == contract.KeyPorts:
 		doc = &portsDoc{}
-	case strings.HasPrefix(key, policy.PrefixEndpoints):
+	case strings.HasPrefix(key, contract.PrefixEndpoints):
 		doc = &endpointDoc{}
-	case strings.HasPrefix(key, policy.PrefixDirectory):
+	case strings.HasPrefix(key, contract.PrefixDirectory):
 		doc = &directoryDoc{}
 	default:
 		return 0, nil
@@ -535,10 +536,10 @@ func canonical(key string, value []byte) (uint64, []byte) {
 
 // Wrappers to read and zero the generation of each document type.
 type (
-	planesDoc    policy.PlanesDoc
-	portsDoc     policy.PortsDoc
-	endpointDoc  policy.EndpointDoc
-	directoryDoc policy.DirectoryDoc
+	planesDoc    contract.PlanesDoc
+	portsDoc     contract.PortsDoc
+	endpointDoc  contract.EndpointDoc
+	directoryDoc contract.DirectoryDoc
 )
 
 func (d *planesDoc) setGeneration(g uint64) (old uint64) { old, d.Generation = d.Generation, g; return }
@@ -569,11 +570,11 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	}
 	gen := w.generation + 1
 	desired := map[string]interface{ setGeneration(uint64) uint64 }{}
-	desired[policy.KeyPlanes] = &planesDoc{Planes: in.Output.Planes}
-	desired[policy.KeyPorts] = &portsDoc{Unusable: in.Output.Unusable}
+	desired[contract.KeyPlanes] = &planesDoc{Schema: contract.SchemaVersion, Planes: in.Output.Planes}
+	desired[contract.KeyPorts] = &portsDoc{Schema: contract.SchemaVersion, Unusable: in.Output.Unusable}
 	for _, ep := range in.Output.Endpoints {
-		desired[policy.KeyEndpoint(ep.Endpoint)] = &endpointDoc{Endpoint: ep.Endpoint, PathSet: ep.PathSet, RatePolicy: ep.Rate}
-		desired[policy.KeyDirectory(ep.Endpoint)] = &directoryDoc{Endpoint: ep.Endpoint, Ports: ep.Ports}
+		desired[contract.KeyEndpoint(ep.Endpoint)] = &endpointDoc{Schema: contract.SchemaVersion, Endpoint: ep.Endpoint, PathSet: ep.PathSet, RatePolicy: ep.Rate}
+		desired[contract.KeyDirectory(ep.Endpoint)] = &directoryDoc{Schema: contract.SchemaVersion, Endpoint: ep.Endpoint, Ports: ep.Ports}
 	}
 	var ops []op
 	newContent := make(map[string][]byte, len(desired))
@@ -638,15 +639,15 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 			return res, errCrashed
 		}
 	}
-	genDoc, _ := json.Marshal(policy.GenerationDoc{Generation: gen, ComputedAt: time.Now().UTC(),
+	genDoc, _ := json.Marshal(contract.GenerationDoc{Schema: contract.SchemaVersion, Generation: gen, ComputedAt: time.Now().UTC(),
 		TopologyRevision: in.TopologyRevision, Leader: w.p.cfg.ID})
-	if err := w.txn(ctx, []clientv3.Op{clientv3.OpPut(policy.KeyGeneration, string(genDoc))}); err != nil {
+	if err := w.txn(ctx, []clientv3.Op{clientv3.OpPut(contract.KeyGeneration, string(genDoc))}); err != nil {
 		w.content = nil
 		return res, err
 	}
 	res.Txns++
 	res.Written++
-	res.Bytes += len(policy.KeyGeneration) + len(genDoc)
+	res.Bytes += len(contract.KeyGeneration) + len(genDoc)
 	for _, o := range ops {
 		if o.doc == nil {
 			delete(w.gens, o.key)

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/kv/kvtest"
 	"github.com/multiplane/multiplane/policy"
@@ -20,17 +21,17 @@ import (
 // output builds a policy output for n endpoints; weight skews h000.
 func output(n int, skew bool) policy.Output {
 	var out policy.Output
-	out.Planes = []policy.PlaneStatus{{Name: "p0", Index: 0, State: "healthy", CapacityRatio: 1}, {Name: "p1", Index: 1, State: "healthy", CapacityRatio: 1}}
+	out.Planes = []contract.PlaneStatus{{Name: "p0", Index: 0, State: "healthy", CapacityRatio: 1}, {Name: "p1", Index: 1, State: "healthy", CapacityRatio: 1}}
 	for i := 0; i < n; i++ {
 		w := 0.5
 		if skew && i == 0 {
 			w = 1
 		}
-		ps := policy.PathSet{Planes: []policy.PlanePath{{Plane: "p0", Index: 0, Address: fmt.Sprintf("10.0.0.%d", i+1), Weight: w, Entropy: 4}}}
+		ps := contract.PathSet{Planes: []contract.PlanePath{{Plane: "p0", Index: 0, Address: fmt.Sprintf("10.0.0.%d", i+1), Weight: w, Entropy: 4}}}
 		if w < 1 {
-			ps.Planes = append(ps.Planes, policy.PlanePath{Plane: "p1", Index: 1, Address: fmt.Sprintf("10.0.1.%d", i+1), Weight: 0.5, Entropy: 4})
+			ps.Planes = append(ps.Planes, contract.PlanePath{Plane: "p1", Index: 1, Address: fmt.Sprintf("10.0.1.%d", i+1), Weight: 0.5, Entropy: 4})
 		}
-		out.Endpoints = append(out.Endpoints, policy.EndpointPolicy{Endpoint: fmt.Sprintf("h%03d", i), PathSet: ps, Rate: policy.RatePolicy{Class: "default"}})
+		out.Endpoints = append(out.Endpoints, policy.EndpointPolicy{Endpoint: fmt.Sprintf("h%03d", i), PathSet: ps, Rate: contract.RatePolicy{Class: "default"}})
 	}
 	return out
 }
@@ -88,8 +89,8 @@ func TestPublishesChangedDocumentsThenGeneration(t *testing.T) {
 	if r.Generation != 1 || r.Written != 203 || r.Txns != 14 {
 		t.Fatalf("first publication = %+v", r)
 	}
-	gen, genRev := generationOf(t, cli, policy.KeyGeneration)
-	docs, _ := cli.Get(context.Background(), policy.PrefixEndpoints, clientv3.WithPrefix())
+	gen, genRev := generationOf(t, cli, contract.KeyGeneration)
+	docs, _ := cli.Get(context.Background(), contract.PrefixEndpoints, clientv3.WithPrefix())
 	for _, kv := range docs.Kvs {
 		if kv.ModRevision >= genRev {
 			t.Fatalf("%s written after the generation key", kv.Key)
@@ -108,10 +109,10 @@ func TestPublishesChangedDocumentsThenGeneration(t *testing.T) {
 	if r.Generation != 2 || r.Written != 2 {
 		t.Fatalf("second publication = %+v", r)
 	}
-	if g, _ := generationOf(t, cli, policy.KeyEndpoint("h001")); g != 1 {
+	if g, _ := generationOf(t, cli, contract.KeyEndpoint("h001")); g != 1 {
 		t.Fatalf("unchanged h001 rewritten at generation %d", g)
 	}
-	if g, _ := generationOf(t, cli, policy.KeyEndpoint("h000")); g != 2 {
+	if g, _ := generationOf(t, cli, contract.KeyEndpoint("h000")); g != 2 {
 		t.Fatalf("h000 at generation %d, want 2", g)
 	}
 
@@ -190,7 +191,7 @@ func TestCrashMidUpdateIsCompletedByNextLeader(t *testing.T) {
 	a.Trigger()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		g, _ := generationOf(t, store.Client, policy.KeyEndpoint("h000"))
+		g, _ := generationOf(t, store.Client, contract.KeyEndpoint("h000"))
 		if g == 2 {
 			break
 		}
@@ -200,10 +201,10 @@ func TestCrashMidUpdateIsCompletedByNextLeader(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	stopA()
-	if g, _ := generationOf(t, store.Client, policy.KeyGeneration); g != 1 {
+	if g, _ := generationOf(t, store.Client, contract.KeyGeneration); g != 1 {
 		t.Fatalf("generation key moved to %d by a crashed update", g)
 	}
-	if g, _ := generationOf(t, store.Client, policy.KeyEndpoint("h049")); g != 1 {
+	if g, _ := generationOf(t, store.Client, contract.KeyEndpoint("h049")); g != 1 {
 		t.Fatalf("h049 at %d: the crash came too late to test anything", g)
 	}
 
@@ -213,9 +214,9 @@ func TestCrashMidUpdateIsCompletedByNextLeader(t *testing.T) {
 	if r.Generation != 3 {
 		t.Fatalf("next leader published generation %d, want 3", r.Generation)
 	}
-	g, _ := generationOf(t, store.Client, policy.KeyGeneration)
+	g, _ := generationOf(t, store.Client, contract.KeyGeneration)
 	for i := 0; i < 50; i++ {
-		d, _ := generationOf(t, store.Client, policy.KeyEndpoint(fmt.Sprintf("h%03d", i)))
+		d, _ := generationOf(t, store.Client, contract.KeyEndpoint(fmt.Sprintf("h%03d", i)))
 		if d > g {
 			t.Fatalf("h%03d at generation %d beyond the generation key %d", i, d, g)
 		}

@@ -1,0 +1,113 @@
+package contract
+
+import "time"
+
+// GenerationDoc marks a complete update; written last.
+type GenerationDoc struct {
+	Schema           string    `json:"schema"`
+	Generation       uint64    `json:"generation"`
+	ComputedAt       time.Time `json:"computed_at"`
+	TopologyRevision int64     `json:"topology_revision"`
+	Leader           string    `json:"leader"`
+}
+
+// PlanesDoc is every plane's state as endpoints see it.
+type PlanesDoc struct {
+	Schema     string        `json:"schema"`
+	Generation uint64        `json:"generation"`
+	Planes     []PlaneStatus `json:"planes"`
+}
+
+// PlaneStatus is a plane as endpoints see it.
+type PlaneStatus struct {
+	Name          string  `json:"name"`
+	Index         int     `json:"index"`
+	State         string  `json:"state"` // healthy, degraded, down or draining
+	CapacityRatio float64 `json:"capacity_ratio"`
+	Drained       bool    `json:"drained"`
+}
+
+// EndpointDoc is an endpoint's configuration.
+type EndpointDoc struct {
+	Schema     string     `json:"schema"`
+	Generation uint64     `json:"generation"`
+	Endpoint   string     `json:"endpoint"`
+	PathSet    PathSet    `json:"path_set"`
+	RatePolicy RatePolicy `json:"rate_policy"`
+}
+
+// PathSet is the planes an endpoint sprays over; weights sum to 1.
+type PathSet struct {
+	Planes []PlanePath `json:"planes"`
+	// Fallback says the preferred planes were all unusable, so the set
+	// holds what is left (drained or down planes with a live link).
+	Fallback string `json:"fallback,omitempty"`
+}
+
+// PlanePath is one plane of an endpoint's path set.
+type PlanePath struct {
+	Plane   string  `json:"plane"`
+	Index   int     `json:"index"` // position among the topology's planes
+	Address string  `json:"address"`
+	Weight  float64 `json:"weight"`
+	Entropy int     `json:"entropy"`
+}
+
+// RatePolicy is what an endpoint enforces: egress cap, the ingress budget
+// its receiver grants from, and per-plane caps.
+type RatePolicy struct {
+	Class      string           `json:"class"`
+	EgressBps  int64            `json:"egress_bps"`
+	IngressBps int64            `json:"ingress_bps"`
+	PlaneCaps  map[string]int64 `json:"plane_caps_bps,omitempty"`
+}
+
+// DirectoryPort is one port in the directory.
+type DirectoryPort struct {
+	Plane   string `json:"plane"`
+	Index   int    `json:"index"`
+	Address string `json:"address"`
+}
+
+// DirectoryDoc lists an endpoint's per-plane addresses, for its peers. It
+// changes only with the topology; usability is in PortsDoc.
+type DirectoryDoc struct {
+	Schema     string          `json:"schema"`
+	Generation uint64          `json:"generation"`
+	Endpoint   string          `json:"endpoint"`
+	Ports      []DirectoryPort `json:"ports"`
+}
+
+// PortRef names an endpoint's port on a plane.
+type PortRef struct {
+	Endpoint string `json:"endpoint"`
+	Plane    string `json:"plane"`
+}
+
+// PortsDoc lists, fabric-wide, the endpoint ports not to send to (their
+// link is down, or drained): peers avoid them.
+type PortsDoc struct {
+	Schema     string    `json:"schema"`
+	Generation uint64    `json:"generation"`
+	Unusable   []PortRef `json:"unusable"`
+}
+
+// PathStatus is an agent's per-plane counters.
+type PathStatus struct {
+	Plane       string `json:"plane"`
+	TxBytes     uint64 `json:"tx_bytes"`
+	RxBytes     uint64 `json:"rx_bytes"`
+	Retransmits uint64 `json:"retransmits"`
+}
+
+// StatusDoc is what an agent reports under its lease.
+type StatusDoc struct {
+	Schema            string       `json:"schema"`
+	Endpoint          string       `json:"endpoint"`
+	AppliedGeneration uint64       `json:"applied_generation"`
+	AppliedAt         time.Time    `json:"applied_at"`
+	Source            string       `json:"source"` // etcd or last-known-good
+	Version           string       `json:"version"`
+	Errors            []string     `json:"errors,omitempty"`
+	Paths             []PathStatus `json:"paths,omitempty"`
+}

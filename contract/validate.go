@@ -1,0 +1,67 @@
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+)
+
+// ErrInvalidDocument is wrapped by every validation error.
+var ErrInvalidDocument = errors.New("contract: invalid document")
+
+// Validate checks what an agent must be able to rely on: a schema version
+// it reads (CheckSchema), its own name,
+// at least one plane, distinct planes and indices, valid addresses, positive
+// weights summing to 1, entropy in range and non-negative rates.
+func (d *EndpointDoc) Validate(endpoint string, planes int) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidDocument, fmt.Sprintf(format, args...))
+	}
+	if err := CheckSchema(d.Schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidDocument, err)
+	}
+	if d.Endpoint != endpoint {
+		return bad("document is for endpoint %q, not %q", d.Endpoint, endpoint)
+	}
+	if d.Generation == 0 {
+		return bad("generation is missing")
+	}
+	if len(d.PathSet.Planes) == 0 {
+		return bad("path set has no plane")
+	}
+	seen := map[int]bool{}
+	sum := 0.0
+	for _, p := range d.PathSet.Planes {
+		if p.Index < 0 || (planes > 0 && p.Index >= planes) {
+			return bad("plane %q index %d out of range (this endpoint has %d planes)", p.Plane, p.Index, planes)
+		}
+		if seen[p.Index] {
+			return bad("plane index %d listed twice", p.Index)
+		}
+		seen[p.Index] = true
+		if _, err := netip.ParseAddr(p.Address); err != nil {
+			return bad("plane %q address %q: %v", p.Plane, p.Address, err)
+		}
+		if !(p.Weight > 0) || math.IsInf(p.Weight, 0) {
+			return bad("plane %q weight %v is not positive", p.Plane, p.Weight)
+		}
+		if p.Entropy < 1 || p.Entropy > 64 {
+			return bad("plane %q entropy %d not in 1..64", p.Plane, p.Entropy)
+		}
+		sum += p.Weight
+	}
+	if math.Abs(sum-1) > 1e-3 {
+		return bad("weights sum to %v, not 1", sum)
+	}
+	r := d.RatePolicy
+	if r.EgressBps < 0 || r.IngressBps < 0 {
+		return bad("negative rate")
+	}
+	for p, c := range r.PlaneCaps {
+		if c < 0 {
+			return bad("negative cap on plane %q", p)
+		}
+	}
+	return nil
+}
