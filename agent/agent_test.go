@@ -256,7 +256,7 @@ func TestRestartsOnLastKnownGoodWithEtcdDown(t *testing.T) {
 	etcdDir, stateDir := t.TempDir(), t.TempDir()
 	var endpoints []string
 	startEtcd := func() (closeEtcd func()) {
-		emb, err := kv.StartEmbedded(ctx, etcdDir, testenv.Logger(t))
+		emb, err := kv.StartEmbedded(ctx, etcdDir, kv.EmbeddedOptions{}, testenv.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

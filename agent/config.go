@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/multiplane/multiplane/internal/cliconf"
 	"github.com/multiplane/multiplane/internal/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -87,7 +88,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Endpoint, "name", c.Endpoint, "this endpoint's name in the topology (default: the host name)")
 	fs.Func("etcd-endpoints", "comma-separated etcd client URLs (required)", func(s string) error {
-		c.EtcdEndpoints = splitList(s)
+		c.EtcdEndpoints = cliconf.SplitList(s)
 		return nil
 	})
 	fs.DurationVar(&c.EtcdDialTimeout, "etcd-dial-timeout", DefaultDialTimeout, "timeout of each attempt to connect to etcd")
@@ -98,7 +99,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Planes, "planes", 0, "number of local planes documents are checked against (default: the transport's)")
 	fs.Func("addresses", "comma-separated local per-plane IP addresses, in plane order, checked against the documents (optional)", func(s string) error {
 		c.Addresses = nil
-		for _, e := range splitList(s) {
+		for _, e := range cliconf.SplitList(s) {
 			a, err := netip.ParseAddr(e)
 			if err != nil {
 				return err
@@ -109,16 +110,6 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.StatusInterval, "status-interval", DefaultStatusInterval, "how often the status in etcd is refreshed")
 	fs.DurationVar(&c.LeaseTTL, "status-lease-ttl", DefaultLeaseTTL, "TTL of the lease the status is written under")
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, e := range strings.Split(s, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // ErrConfig is wrapped by configuration errors.

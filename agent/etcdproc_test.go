@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 func serveEtcd(dir string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	emb, err := kv.StartEmbedded(ctx, dir, slogDiscard())
+	emb, err := kv.StartEmbedded(ctx, dir, kv.EmbeddedOptions{}, slogDiscard())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/multiplane/multiplane/contract"
+	"github.com/multiplane/multiplane/internal/fsutil"
 )
 
 // lkgFile is the last-known-good document on disk.
@@ -48,8 +49,7 @@ func loadLKG(path, endpoint string, planes int) (doc contract.EndpointDoc, ok bo
 	return f.Document, true, nil
 }
 
-// saveLKG writes the document atomically: a temporary file in the same
-// directory, fsync, rename, fsync of the directory.
+// saveLKG writes the document atomically (fsutil.WriteFile).
 func saveLKG(path string, doc contract.EndpointDoc, now time.Time) error {
 	data, err := json.MarshalIndent(lkgFile{Generation: doc.Generation, SavedAt: now.UTC(), Document: doc}, "", "  ")
 	if err != nil {
@@ -59,28 +59,8 @@ func saveLKG(path string, doc contract.EndpointDoc, now time.Time) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("agent: last-known-good: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := fsutil.WriteFile(path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("agent: last-known-good: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("agent: last-known-good: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("agent: last-known-good: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("agent: last-known-good: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("agent: last-known-good: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -145,7 +145,7 @@ func TestDrainMovesTraffic(t *testing.T) {
 func TestTrafficSurvivesControlPlaneOutage(t *testing.T) {
 	etcdDir := filepath.Join(dataDir(t), "etcd")
 	ctx := testenv.Context(t)
-	etcd, err := kv.StartEmbedded(ctx, etcdDir, testenv.Logger(t))
+	etcd, err := kv.StartEmbedded(ctx, etcdDir, kv.EmbeddedOptions{}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestTrafficSurvivesControlPlaneOutage(t *testing.T) {
 		}
 	}
 	t.Logf("goodput before %.1f Mbit/s, lowest second during the 30 s etcd outage %.1f Mbit/s", base/1e6, low/1e6)
-	if etcd, err = kv.StartEmbedded(ctx, etcdDir, testenv.Logger(t)); err != nil {
+	if etcd, err = kv.StartEmbedded(ctx, etcdDir, kv.EmbeddedOptions{}, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(etcd.Close)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,10 +17,12 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
-// Embedded is a single-member etcd server on loopback.
+// Embedded is a single-member etcd server, on loopback unless told
+// otherwise.
 type Embedded struct {
 	etcd      *embed.Etcd
 	client    string
+	secure    bool
 	closeOnce sync.Once
 	closing   chan struct{} // closed when Close begins
 	failed    chan struct{} // closed when the server failed on its own
@@ -32,10 +35,29 @@ type embeddedPorts struct {
 	Peer   int `json:"peer"`
 }
 
+// EmbeddedOptions configure the embedded server; the zero value is a
+// plain server on loopback ports chosen on first start.
+type EmbeddedOptions struct {
+	// Listen is the client address, host:port (default: 127.0.0.1 and a
+	// free port, kept across restarts).
+	Listen string
+	// TLS, when set, serves clients over TLS and requires a client
+	// certificate from its CA (etcd takes the Common Name as the user).
+	TLS *ServerTLS
+	// Gate, when set, refuses revoked client certificates (TLS only).
+	Gate *Gate
+}
+
+// ServerTLS are the embedded server's TLS files (PEM).
+type ServerTLS struct {
+	CertFile, KeyFile string // the server's certificate, valid for the Listen host
+	ClientCAFile      string // CA of the client certificates it accepts
+}
+
 // StartEmbedded starts (or restarts, keeping its data) an etcd server in
 // dir/etcd. Its loopback ports are chosen free on first start and kept in
 // dir/etcd/ports.json so a restart finds the same member.
-func StartEmbedded(ctx context.Context, dir string, logger *slog.Logger) (*Embedded, error) {
+func StartEmbedded(ctx context.Context, dir string, opts EmbeddedOptions, logger *slog.Logger) (*Embedded, error) {
 	if dir == "" {
 		return nil, errors.New("kv: embedded etcd needs a data directory")
 	}
@@ -49,22 +71,40 @@ func StartEmbedded(ctx context.Context, dir string, logger *slog.Logger) (*Embed
 		if err != nil {
 			return nil, err
 		}
-		e, err := startEtcd(ctx, base, ports)
+		e, err := startEtcd(ctx, base, ports, opts)
 		if err == nil {
-			logger.Info("embedded etcd started", "dir", base, "client_url", e.client)
+			logger.Info("embedded etcd started", "dir", base, "client_url", e.client, "tls", e.secure)
 			return e, nil
 		}
 		lastErr = err
+		if opts.Listen != "" {
+			return nil, err // its port is the operator's: no other to try
+		}
 		logger.Warn("embedded etcd did not start, retrying with other ports", "err", err)
 	}
 	return nil, lastErr
 }
 
-func startEtcd(ctx context.Context, base string, ports embeddedPorts) (*Embedded, error) {
+func startEtcd(ctx context.Context, base string, ports embeddedPorts, opts EmbeddedOptions) (*Embedded, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "fabricd"
 	cfg.Dir = filepath.Join(base, "data")
 	clientURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports.Client)}
+	if opts.Listen != "" {
+		clientURL.Host = opts.Listen
+	}
+	if opts.TLS != nil {
+		clientURL.Scheme = "https"
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = opts.TLS.CertFile, opts.TLS.KeyFile
+		cfg.ClientTLSInfo.TrustedCAFile = opts.TLS.ClientCAFile
+		cfg.ClientTLSInfo.ClientCertAuth = true
+		cfg.TlsMinVersion = "TLS1.2"
+		// The JSON gateway would carry requests under its own identity.
+		cfg.EnableGRPCGateway = false
+		if opts.Gate != nil {
+			cfg.GRPCAdditionalServerOptions = opts.Gate.ServerOptions()
+		}
+	}
 	peerURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports.Peer)}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
@@ -90,7 +130,7 @@ func startEtcd(ctx context.Context, base string, ports embeddedPorts) (*Embedded
 		e.Close()
 		return nil, ctx.Err()
 	}
-	emb := &Embedded{etcd: e, client: clientURL.String(), closing: make(chan struct{}),
+	emb := &Embedded{etcd: e, client: clientURL.String(), secure: opts.TLS != nil, closing: make(chan struct{}),
 		failed: make(chan struct{}), watchDone: make(chan struct{})}
 	go emb.watch()
 	return emb, nil
@@ -165,8 +205,22 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Endpoints are the server's client URLs.
-func (e *Embedded) Endpoints() []string { return []string{e.client} }
+// Endpoints are the server's client URLs, to dial from this host (an
+// unspecified listen address is dialed on loopback).
+func (e *Embedded) Endpoints() []string {
+	u, err := url.Parse(e.client)
+	if err != nil {
+		return []string{e.client}
+	}
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && ip.IsUnspecified() {
+		lo := "127.0.0.1"
+		if ip.Is6() {
+			lo = "::1"
+		}
+		u.Host = net.JoinHostPort(lo, u.Port())
+	}
+	return []string{u.String()}
+}
 
 // Close stops the server and waits for it; later calls do nothing.
 func (e *Embedded) Close() {

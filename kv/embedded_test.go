@@ -15,7 +15,7 @@ func TestEmbeddedFailedWhenServerStopsOnItsOwn(t *testing.T) {
 		byItself bool
 	}{{"close", false}, {"server stops by itself", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := StartEmbedded(testenv.Context(t), t.TempDir(), testenv.Logger(t))
+			e, err := StartEmbedded(testenv.Context(t), t.TempDir(), EmbeddedOptions{}, testenv.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}

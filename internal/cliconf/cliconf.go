@@ -135,3 +135,14 @@ func setUsage(fs *flag.FlagSet, envPrefix string) {
 		})
 	}
 }
+
+// SplitList splits a comma-separated flag value, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -52,11 +52,11 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench-transport:", err)
 		return 2
 	}
-	cfg.Scenarios = split(scenarios)
-	for _, m := range split(modes) {
+	cfg.Scenarios = cliconf.SplitList(scenarios)
+	for _, m := range cliconf.SplitList(modes) {
 		cfg.Modes = append(cfg.Modes, bench.Mode(m))
 	}
-	for _, l := range split(losses) {
+	for _, l := range cliconf.SplitList(losses) {
 		v, err := strconv.ParseFloat(l, 64)
 		if err != nil || v < 0 || v > 1 {
 			fmt.Fprintf(os.Stderr, "bench-transport: --losses: %q is not a loss rate in 0..1\n", l)
@@ -133,14 +133,4 @@ func write(rep *suite.Report) error {
 	}
 	fmt.Fprintf(os.Stderr, "bench-transport: wrote %s\n", name)
 	return nil
-}
-
-func split(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
