@@ -16,9 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/enrollment"
 	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/internal/page"
 	"github.com/multiplane/multiplane/kv"
+	"github.com/multiplane/multiplane/pki"
 	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/policy/fleet"
 	"github.com/multiplane/multiplane/store"
@@ -108,6 +110,20 @@ func toAPIError(err error) *Error {
 		return badRequest("invalid_field", "name", "%s", trimPkg(err))
 	case errors.Is(err, auth.ErrInvalidTTL):
 		return badRequest("invalid_field", "ttl_seconds", "%s", trimPkg(err))
+	case errors.Is(err, enrollment.ErrDisabled):
+		return &Error{Status: http.StatusConflict, Code: "enrollment_disabled", Message: trimPkg(err)}
+	case errors.Is(err, enrollment.ErrUnknownEndpoint):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Field: "endpoint", Message: trimPkg(err)}
+	case errors.Is(err, enrollment.ErrReservedName):
+		return badRequest("invalid_field", "endpoint", "%s", trimPkg(err))
+	case errors.Is(err, enrollment.ErrInvalidTTL):
+		return badRequest("invalid_field", "ttl_seconds", "%s", trimPkg(err))
+	case errors.Is(err, enrollment.ErrInvalidToken):
+		return &Error{Status: http.StatusUnauthorized, Code: "invalid_bootstrap_token", Message: trimPkg(err) + "; ask an operator for a new one"}
+	case errors.Is(err, enrollment.ErrRevoked):
+		return &Error{Status: http.StatusUnauthorized, Code: "revoked", Message: trimPkg(err) + "; enroll again with a new bootstrap token"}
+	case errors.Is(err, pki.ErrBadCSR):
+		return badRequest("invalid_field", "csr", "%s", trimPkg(err))
 	case errors.Is(err, auth.ErrDuplicateName):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Field: "name", Message: trimPkg(err)}
 	}

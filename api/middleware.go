@@ -104,12 +104,8 @@ func (s *Server) authenticate(c *gin.Context) {
 // tokens costs fabricd a sleeping goroutine per connection, not a CPU.
 func (s *Server) lookUp(c *gin.Context, secret string) (auth.Principal, error) {
 	client := c.ClientIP()
-	if ok, wait := s.authLimiter.reserve(client); !ok {
-		s.metrics.authLimited.Inc()
-		s.tarpit.hold(c.Request.Context())
-		c.Header("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
-		return auth.Principal{}, &Error{Status: http.StatusTooManyRequests, Code: "too_many_requests",
-			Message: "too many failed authentications from this address; retry later"}
+	if err := s.reserveAuth(c, client); err != nil {
+		return auth.Principal{}, err
 	}
 	if secret == "" {
 		return auth.Principal{}, auth.ErrUnauthenticated // the reservation is spent
@@ -119,6 +115,20 @@ func (s *Server) lookUp(c *gin.Context, secret string) (auth.Principal, error) {
 		s.authLimiter.refund(client) // a good token, or the store failed
 	}
 	return p, err
+}
+
+// reserveAuth spends one of client's failed-authentication budget (refund
+// it on success); over the budget it holds the request back (see tarpit)
+// and returns the 429.
+func (s *Server) reserveAuth(c *gin.Context, client string) error {
+	if ok, wait := s.authLimiter.reserve(client); !ok {
+		s.metrics.authLimited.Inc()
+		s.tarpit.hold(c.Request.Context())
+		c.Header("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+		return &Error{Status: http.StatusTooManyRequests, Code: "too_many_requests",
+			Message: "too many failed authentications from this address; retry later"}
+	}
+	return nil
 }
 
 // require admits roles at least need.

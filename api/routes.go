@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/web"
 )
 
@@ -51,6 +52,10 @@ func (s *Server) routes() {
 	get(r, "/readyz", nil, s.readyz)
 	get(r, "/metrics", nil, s.metricsHandler())
 	get(r, "/api/v1/openapi.yaml", nil, s.openAPI)
+	// Endpoints enroll with a bootstrap token, renew with their
+	// certificate: neither is an API token.
+	handle(r, "POST", contract.PathEnroll, nil, s.enroll)
+	handle(r, "POST", contract.PathRenew, nil, s.renew)
 
 	v1 := r.Group("/api/v1", s.authenticate)
 	viewer := v1.Group("", require(auth.RoleViewer))
@@ -69,6 +74,9 @@ func (s *Server) routes() {
 	get(viewer, "/links", paged("state", "plane", "switch", "endpoint"), s.listLinks)
 	get(viewer, "/endpoints/:name/policy", nil, s.endpointPolicy)
 	get(viewer, "/endpoints/:name/status", nil, s.endpointStatus)
+	handle(operator, "DELETE", "/endpoints/:name/credentials", nil, s.revokeCredentials)
+	handle(operator, "POST", "/enrollment-tokens", nil, s.createEnrollmentToken)
+	get(operator, "/enrollment-tokens", []string{"limit"}, s.listEnrollmentTokens)
 	handle(operator, "PUT", "/endpoints/:name/rate-class", nil, s.assignRateClass)
 	handle(operator, "DELETE", "/endpoints/:name/rate-class", nil, s.unassignRateClass)
 	get(viewer, "/convergence", nil, s.convergence)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/enrollment"
 	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/inventory"
@@ -46,6 +47,8 @@ type Deps struct {
 	Bus       *planes.Bus                 // live transitions for /stream
 	Intents   *intents.Store              // drains, rate classes
 	Fleet     *fleet.Reader               // agents' reports in etcd
+	// Enrollment issues endpoint credentials; nil: enrollment is off.
+	Enrollment *enrollment.Service
 	// PolicyInput gathers what policy is computed from (what-if, previews).
 	PolicyInput  func(context.Context) (policy.Input, error)
 	PolicyConfig policy.Config

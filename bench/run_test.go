@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -341,24 +340,6 @@ func TestServerServesConcurrentClients(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // gated holds the server's receiving until gate is closed, and counts the
 // data messages the client hands to Send.
 type gated struct {
@@ -430,7 +411,7 @@ func TestClientProgressCountsVerifiedBytes(t *testing.T) {
 		_, err := runServer(ctx, &scfg, g, &bytes.Buffer{})
 		srvDone <- err
 	}()
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	cliDone := make(chan error, 1)
 	var cli Result
 	go func() {

@@ -29,8 +29,10 @@ import (
 	"github.com/multiplane/multiplane/api"
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/enrollment"
 	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/intents"
+	"github.com/multiplane/multiplane/internal/cliconf"
 	"github.com/multiplane/multiplane/internal/version"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/kv"
@@ -53,6 +55,11 @@ type Config struct {
 	HTTP            api.Limits
 	ShutdownTimeout time.Duration
 	Pprof           bool
+	TLS             bool     // serve the API over TLS
+	TLSCert, TLSKey string   // the API's certificate (default: issued by the CA)
+	TLSHosts        []string // more names and addresses for the issued API certificate
+	CACert, CAKey   string   // the CA (default: created under DataDir/pki)
+	EndpointCertTTL time.Duration
 	Etcd            kv.Config
 	Health          planes.HealthConfig
 	Policy          policy.Config
@@ -64,7 +71,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Listen: "127.0.0.1:8080", DataDir: "./var", MaxBodyBytes: api.DefaultMaxBodyBytes, HTTP: api.DefaultLimits(),
-		ShutdownTimeout: 10 * time.Second, Etcd: kv.Config{DialTimeout: 5 * time.Second},
+		ShutdownTimeout: 10 * time.Second, Etcd: kv.Config{DialTimeout: 5 * time.Second}, EndpointCertTTL: enrollment.DefaultCertTTL,
 		Health: planes.DefaultHealthConfig(), Policy: policy.DefaultConfig(), Publish: publish.DefaultConfig(),
 	}
 }
@@ -78,6 +85,16 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest request body the API accepts")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time to finish in-flight requests on SIGINT/SIGTERM")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve Go profiles at /debug/pprof/ on the API address (unauthenticated: keep it on loopback)")
+	fs.BoolVar(&c.TLS, "tls", c.TLS, "serve the REST API over TLS (HTTPS), with a certificate from the CA unless --tls-cert is given; endpoints enroll only over TLS")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "the API's TLS certificate (PEM; with --tls-key)")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "the API's TLS key (PEM)")
+	fs.Func("tls-hosts", "comma-separated extra DNS names and IPs for the API certificate fabricd issues itself (the listen address, localhost and the host name are always in it)", func(s string) error {
+		c.TLSHosts = cliconf.SplitList(s)
+		return nil
+	})
+	fs.StringVar(&c.CACert, "ca-cert", c.CACert, "CA certificate (PEM) to issue from, with --ca-key (default: a CA fabricd creates under --data-dir/pki on first start)")
+	fs.StringVar(&c.CAKey, "ca-key", c.CAKey, "CA private key (PEM)")
+	fs.DurationVar(&c.EndpointCertTTL, "endpoint-cert-ttl", c.EndpointCertTTL, "lifetime of the certificates enrolled endpoints get (they renew after two thirds of it)")
 	c.Etcd.RegisterFlags(fs)
 	c.Health.RegisterFlags(fs)
 	c.Telemetry.RegisterFlags(fs)
@@ -128,8 +145,21 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		return fmt.Errorf("fabricd: %w", err)
 	}
 
+	ca, err := loadCA(cfg, logger)
+	if err != nil {
+		return err
+	}
 	etcdCfg := cfg.Etcd
 	etcdCfg.DataDir = cfg.DataDir
+	beyond, err := etcdCfg.Beyond()
+	if err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	if beyond {
+		if err := secureEtcd(cfg, ca, &etcdCfg); err != nil {
+			return err
+		}
+	}
 	kvs, err := kv.Open(ctx, etcdCfg, logger.With("component", "etcd"))
 	if err != nil {
 		return fmt.Errorf("fabricd: %w", err)
@@ -146,6 +176,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		if err := loadTopology(ctx, inv, cfg.Topology, logger); err != nil {
 			return err
 		}
+	}
+	enroll, err := newEnrollment(ctx, cfg, etcdCfg, db, ca, kvs, inv, logger)
+	if err != nil {
+		return err
 	}
 
 	// Health: engine fed by telemetry, transitions on the bus, history in Postgres.
@@ -169,7 +203,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		return fmt.Errorf("fabricd: %w", err)
 	}
 	fabric, err := newFabricView(ctx, fabricDeps{db: db, inv: inv, engine: engine, events: evStore, intents: intentStore,
-		publisher: publisher, collector: collector, policy: cfg.Policy}, logger)
+		publisher: publisher, collector: collector, policy: cfg.Policy, onTopology: enroll.kick}, logger)
 	if err != nil {
 		return err
 	}
@@ -193,6 +227,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	wg.Go(func() { fabric.listen(bg) })
 	wg.Go(func() { publisher.Run(bg, fabric.compute) })
 	wg.Go(func() { collector.Run(bg) })
+	wg.Go(func() { enroll.run(bg) })
 	healthSub := bus.Subscribe(1024)
 	wg.Go(func() { fabric.triggerOnChanges(bg, healthSub) })
 
@@ -200,6 +235,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		Inventory: inv, Tokens: tokens, Audit: audit.New(db.Pool()), Health: engine, Events: evStore, Bus: bus,
 		Logger: logger.With("component", "api"), Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, Limits: cfg.HTTP,
 		Intents: intentStore, Fleet: fleet.New(kvs.Client), PolicyInput: fabric.policyInput, PolicyConfig: cfg.Policy,
+		Enrollment: enroll.svc,
 		Ready:      func(ctx context.Context) error { return readiness(ctx, db, kvs) },
 		OnTopology: fabric.topologyChanged,
 		OnIntents:  fabric.intentsChanged,
@@ -219,9 +255,25 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	}
 	srv := handler.HTTPServer(logger)
 	srv.Handler = root
+	scheme := "http"
+	if cfg.TLS {
+		if srv.TLSConfig, err = apiTLS(cfg, ca); err != nil {
+			ln.Close()
+			return err
+		}
+		scheme = "https"
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(handler.LimitListener(ln)) }()
-	logger.Info("fabricd ready", "api", "http://"+ln.Addr().String()+"/api/v1", "admin_token", cfg.AdminTokenPath())
+	go func() {
+		if cfg.TLS {
+			// The handshake runs under the server's read timeouts.
+			serveErr <- srv.ServeTLS(handler.LimitListener(ln), "", "")
+			return
+		}
+		serveErr <- srv.Serve(handler.LimitListener(ln))
+	}()
+	logger.Info("fabricd ready", "api", scheme+"://"+ln.Addr().String()+"/api/v1", "admin_token", cfg.AdminTokenPath(),
+		"ca_fingerprint", ca.Fingerprint(), "enrollment", enroll.svc.Enabled())
 
 	select {
 	case <-ctx.Done():

@@ -26,6 +26,9 @@ type fabricDeps struct {
 	publisher *publish.Publisher
 	collector *telemetry.Collector
 	policy    policy.Config
+	// onTopology, if set, is called (it must not block) when the live view
+	// moves to a new topology revision.
+	onTopology func()
 }
 
 // fabricView keeps the live components (health engine, telemetry
@@ -69,6 +72,9 @@ func (f *fabricView) apply(snap *inventory.Snapshot) {
 	f.engine.SetTopology(snap.Topology, snap.Links)
 	f.collector.Reconcile(snap.Topology)
 	f.publisher.Trigger()
+	if f.onTopology != nil {
+		f.onTopology()
+	}
 	f.logger.Info("live view on topology revision", "revision", snap.Revision)
 }
 

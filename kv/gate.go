@@ -2,7 +2,6 @@ package kv
 
 import (
 	"context"
-	"crypto/x509"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -65,13 +64,11 @@ func clientSerial(ctx context.Context) string {
 	}
 	for _, chain := range info.State.VerifiedChains {
 		if len(chain) > 0 {
-			return serialHex(chain[0])
+			return chain[0].SerialNumber.Text(16) // as pki.Serial
 		}
 	}
 	return ""
 }
-
-func serialHex(c *x509.Certificate) string { return c.SerialNumber.Text(16) }
 
 // ServerOptions are the gRPC options that install the gate.
 func (g *Gate) ServerOptions() []grpc.ServerOption {

@@ -98,11 +98,8 @@ func (c *Config) Beyond() (bool, error) {
 
 // AdvertiseURLs are the etcd URLs enrolled endpoints are given.
 func (c *Config) AdvertiseURLs() ([]string, error) {
-	if len(c.Endpoints) > 0 {
-		if c.Advertise != "" {
-			return cliconf.SplitList(c.Advertise), nil
-		}
-		return c.Endpoints, nil
+	if len(c.Endpoints) > 0 && c.Advertise == "" {
+		return nil, errors.New("kv: an external etcd cluster: set --advertise-etcd to the URLs endpoints reach (fabricd's certificate must be the cluster's root user, its CA the clients' CA)")
 	}
 	if c.Advertise != "" {
 		return cliconf.SplitList(c.Advertise), nil

@@ -285,6 +285,10 @@ func ParseCert(data []byte) (*x509.Certificate, error) {
 	}
 }
 
+// Serial is a certificate's serial number in lower-case hex, as fabricd
+// records and revokes it.
+func Serial(c *x509.Certificate) string { return c.SerialNumber.Text(16) }
+
 // Fingerprint is "sha256:" and the hex SHA-256 of a DER certificate.
 func Fingerprint(der []byte) string {
 	sum := sha256.Sum256(der)

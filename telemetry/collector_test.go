@@ -1,13 +1,11 @@
 package telemetry
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -404,22 +402,4 @@ func TestReconcile(t *testing.T) {
 			t.Fatalf("stale per-switch series: %v", mf.GetMetric())
 		}
 	}
-}
-
-// syncBuffer is a log sink for checking what was logged.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

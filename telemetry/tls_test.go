@@ -18,6 +18,7 @@ import (
 
 	"github.com/multiplane/multiplane/fabricsim/gnmisim"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/planes"
 )
 
@@ -98,7 +99,7 @@ func TestMTLSAndPassword(t *testing.T) {
 	}
 
 	t.Run("good", func(t *testing.T) {
-		logs := &syncBuffer{}
+		logs := &testutil.SyncBuffer{}
 		h := startCollector(t, fastConfig(), target("FABRICD_GNMI_TEST_PASSWORD", true), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		h.waitReach(t, 0, "synced over mTLS", synced)
 		h.waitRates(t, 0, 2)
@@ -118,7 +119,7 @@ func TestMTLSAndPassword(t *testing.T) {
 		{"variable outside the prefix", "MULTIPLANE_TEST_SECRET", true, "could not load its credentials", "MULTIPLANE_TEST_SECRET\\\" does not start with FABRICD_GNMI_"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &testutil.SyncBuffer{}
 			h := startCollector(t, fastConfig(), target(tc.pwEnv, tc.clientCert), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			r := h.waitReach(t, 0, "unreachable", unreached)
 			if !strings.Contains(r.Reason, tc.reason) {

@@ -1,0 +1,2 @@
+DROP TABLE endpoint_credentials;
+DROP TABLE enrollment_tokens;
