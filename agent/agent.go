@@ -143,7 +143,9 @@ func (a *Agent) dial(ctx context.Context) (*clientv3.Client, error) {
 		Context: context.WithoutCancel(ctx), Logger: zap.NewNop(),
 		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
 	}
-	if a.cfg.EtcdCAFile != "" || a.cfg.EtcdCertFile != "" {
+	if a.cfg.EtcdTLS != nil {
+		cfg.TLS = a.cfg.EtcdTLS
+	} else if a.cfg.EtcdCAFile != "" || a.cfg.EtcdCertFile != "" {
 		info := transport.TLSInfo{TrustedCAFile: a.cfg.EtcdCAFile, CertFile: a.cfg.EtcdCertFile, KeyFile: a.cfg.EtcdKeyFile}
 		tlsCfg, err := info.ClientConfig()
 		if err != nil {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,6 +35,9 @@ type Config struct {
 	EtcdDialTimeout time.Duration
 	// EtcdCAFile, EtcdCertFile and EtcdKeyFile configure TLS to etcd.
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	// EtcdTLS, when set, is the TLS configuration to etcd (an enrolled
+	// endpoint's, credentials.Identity.TLSConfig); it overrides the files.
+	EtcdTLS *tls.Config
 	// Client is a ready etcd client shared with other agents; the agent
 	// does not close it. When nil the agent opens (and closes) its own.
 	Client *clientv3.Client
@@ -87,7 +91,7 @@ type Config struct {
 // with internal/cliconf, which gives each an ENDPOINT_* environment twin.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Endpoint, "name", c.Endpoint, "this endpoint's name in the topology (default: the host name)")
-	fs.Func("etcd-endpoints", "comma-separated etcd client URLs (required)", func(s string) error {
+	fs.Func("etcd-endpoints", "comma-separated etcd client URLs (default: those endpoint enroll stored in --state-dir)", func(s string) error {
 		c.EtcdEndpoints = cliconf.SplitList(s)
 		return nil
 	})
@@ -127,7 +131,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: endpoint name %q", ErrConfig, c.Endpoint)
 	}
 	if c.Client == nil && len(c.EtcdEndpoints) == 0 {
-		return c, fmt.Errorf("%w: no etcd endpoints (--etcd-endpoints)", ErrConfig)
+		return c, fmt.Errorf("%w: no etcd endpoints (enroll with endpoint enroll, or give --etcd-endpoints)", ErrConfig)
 	}
 	if c.WatchStream == "" {
 		c.WatchStream = c.Endpoint

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/multiplane/multiplane/agent"
 	"github.com/multiplane/multiplane/bench"
@@ -23,12 +24,16 @@ func registerBenchAgentFlags(fs *flag.FlagSet, c *agent.Config) {
 		c.EtcdEndpoints = strings.Split(s, ",")
 		return nil
 	})
-	fs.StringVar(&c.StateDir, "agent-state-dir", "", "directory of the agent's last-known-good document (empty: none)")
+	fs.StringVar(&c.StateDir, "agent-state-dir", "", "directory of the agent's last-known-good document (empty: none); an enrolled endpoint's state directory runs the agent with its credentials, no etcd flags needed")
 }
 
 // withAgent arranges for the agent to run on the bench's transport when
 // --agent-etcd-endpoints is given; wait stops it after the run.
 func withAgent(ctx context.Context, cfg *bench.Config, acfg agent.Config, stderr io.Writer) (wait func(), err error) {
+	id, err := useEnrollment(&acfg)
+	if err != nil {
+		return nil, err
+	}
 	if len(acfg.EtcdEndpoints) == 0 {
 		return func() {}, nil
 	}
@@ -41,6 +46,11 @@ func withAgent(ctx context.Context, cfg *bench.Config, acfg agent.Config, stderr
 	agentCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if id != nil {
+		wg.Go(func() {
+			id.RenewLoop(agentCtx, time.Minute, func(err error) { logger.Warn("certificate renewal failed; retrying", "err", err) })
+		})
+	}
 	cfg.OnTransport = func(t *transport.Transport) {
 		a, err := agent.New(acfg, agent.NewTransportApplier(t), logger)
 		if err != nil {

@@ -24,6 +24,7 @@ const usage = `Usage: endpoint <command> [arguments]
 
 Commands:
   bench server|client [flags]  perftest-style transport benchmark (endpoint bench --help)
+  enroll [flags]               enroll this host with fabricd (endpoint enroll --help)
   run [flags]                  the endpoint agent (endpoint run --help)
   --version                    print the version (module version and commit)
 `
@@ -92,6 +93,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runBench(args[1:], stdout, stderr)
 	case "run":
 		return runAgent(args[1:], stdout, stderr)
+	case "enroll":
+		return runEnroll(args[1:], stdout, stderr)
 	case "-version", "--version", "version":
 		fmt.Fprintln(stdout, "endpoint", version.Get())
 		return 0

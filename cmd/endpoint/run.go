@@ -12,23 +12,30 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/multiplane/multiplane/agent"
+	"github.com/multiplane/multiplane/agent/credentials"
 	"github.com/multiplane/multiplane/internal/cliconf"
 	"github.com/multiplane/multiplane/internal/logging"
 	"github.com/multiplane/multiplane/transport"
 )
 
-const runUsage = `Usage: endpoint run --name NAME --etcd-endpoints URLS --bind ADDR,ADDR,... [flags]
+const runUsage = `Usage: endpoint run --bind ADDR,ADDR,... [--state-dir D] [flags]
+       endpoint run --name NAME --etcd-endpoints URLS --bind ADDR,ADDR,... [flags]
 
 The endpoint agent: it runs the multipath transport on one local address per
 plane (--bind, plane order as in the topology), watches etcd for this
 endpoint's path set and rate policy, applies them to the transport, keeps the
 last known good one under --state-dir (applied at start, before etcd answers)
 and reports its status under a lease. Traffic never waits for etcd.
+
+An endpoint enrolled with endpoint enroll needs no etcd flags: its name, etcd
+URLs and certificate are in --state-dir, and the certificate is renewed there
+after two thirds of its lifetime.
 
 `
 
@@ -84,6 +91,15 @@ func runAgentContext(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintln(stderr, "endpoint run:", err)
 		return 2
 	}
+	id, err := useEnrollment(&acfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "endpoint run:", err)
+		return 2
+	}
+	if id != nil {
+		logger.Info("enrolled identity", "endpoint", id.Endpoint(), "etcd", id.EtcdEndpoints(), "certificate_expires", id.Expiry(), "renew_at", id.RenewAt())
+		go id.RenewLoop(ctx, time.Minute, func(err error) { logger.Warn("certificate renewal failed; retrying", "err", err) })
+	}
 	t, err := transport.Listen(transport.Config{Local: local, MaxDatagramSize: transport.ByteCount(mtu - 28), Logger: logger.With("component", "transport")})
 	if err != nil {
 		fmt.Fprintln(stderr, "endpoint run:", err)
@@ -113,6 +129,26 @@ func runAgentContext(ctx context.Context, args []string, stdout, stderr io.Write
 		return 1
 	}
 	return 0
+}
+
+// useEnrollment fills the etcd settings from the credentials endpoint
+// enroll stored in the state directory, unless etcd flags were given.
+func useEnrollment(acfg *agent.Config) (*credentials.Identity, error) {
+	if len(acfg.EtcdEndpoints) > 0 || acfg.StateDir == "" {
+		return nil, nil
+	}
+	id, err := credentials.Load(acfg.StateDir)
+	if errors.Is(err, credentials.ErrNotEnrolled) {
+		return nil, nil // agent.New says what is missing
+	}
+	if err != nil {
+		return nil, err
+	}
+	if acfg.Endpoint != "" && acfg.Endpoint != id.Endpoint() {
+		return nil, fmt.Errorf("--name %q, but %s holds the credentials of %q", acfg.Endpoint, acfg.StateDir, id.Endpoint())
+	}
+	acfg.Endpoint, acfg.EtcdEndpoints, acfg.EtcdTLS = id.Endpoint(), id.EtcdEndpoints(), id.TLSConfig()
+	return id, nil
 }
 
 // parseBind reads --bind: one IP or IP:port per plane.

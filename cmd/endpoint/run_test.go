@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,19 +15,6 @@ import (
 	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the agent's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestRunAppliesAndKeepsLastKnownGood runs `endpoint run` against a real
 // etcd: it applies the published document, saves it and then reports it;
@@ -59,8 +44,8 @@ func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 	stateDir := t.TempDir()
 	args := []string{"run", "--name", "host-a", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","),
 		"--bind", "127.0.0.1:0,127.0.0.2:0", "--state-dir", stateDir, "--status-interval", "1s", "--etcd-dial-timeout", "500ms", "--log-format", "json"}
-	start := func() (context.CancelFunc, chan int, *syncBuffer) {
-		var out syncBuffer
+	start := func() (context.CancelFunc, chan int, *testutil.SyncBuffer) {
+		var out testutil.SyncBuffer
 		done := make(chan int, 1)
 		runCtx, cancel := context.WithCancel(ctx)
 		go func() { done <- runWithContext(runCtx, args, &out, &out) }()

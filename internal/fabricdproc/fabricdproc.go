@@ -9,6 +9,8 @@ package fabricdproc
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +35,10 @@ type Options struct {
 	LogPath string   // where its output goes; default <DataDir>/fabricd.log
 	// ReadyTimeout bounds the start (first start runs initdb); default 90 s.
 	ReadyTimeout time.Duration
+	// Netns, if set, runs fabricd in this network namespace (ip netns
+	// exec); Dial then reaches it (a dialer that connects from inside).
+	Netns string
+	Dial  func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Proc is a running fabricd.
@@ -42,6 +49,7 @@ type Proc struct {
 	LogPath string
 	done    chan struct{}
 	token   string
+	client  *http.Client
 }
 
 // Start starts fabricd and waits until it is ready. When Options.Listen is
@@ -99,6 +107,9 @@ func start(ctx context.Context, o Options) (*Proc, error) {
 	logStart, _ := logFile.Seek(0, io.SeekEnd) // this run's output starts here
 	args := append([]string{"--data-dir", o.DataDir, "--listen", o.Listen}, o.Args...)
 	cmd := exec.Command(o.Bin, args...)
+	if o.Netns != "" {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", o.Netns, o.Bin}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: a terminal's Ctrl-C reaches it through us, in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
@@ -106,16 +117,18 @@ func start(ctx context.Context, o Options) (*Proc, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("fabricdproc: start %s: %w (run `make build` first)", o.Bin, err)
 	}
-	p := &Proc{cmd: cmd, api: "http://" + o.Listen, dataDir: o.DataDir, LogPath: o.LogPath, done: make(chan struct{})}
+	p := &Proc{cmd: cmd, api: "http://" + o.Listen, dataDir: o.DataDir, LogPath: o.LogPath, done: make(chan struct{}),
+		client: &http.Client{Transport: &http.Transport{DialContext: o.Dial}, Timeout: 30 * time.Second}}
+	tlsOn := slices.Contains(o.Args, "--tls")
+	if tlsOn {
+		p.api = "https://" + o.Listen
+	}
 	go func() { cmd.Wait(); logFile.Close(); close(p.done) }()
 	deadline := time.Now().Add(o.ReadyTimeout)
 	for {
-		resp, err := http.Get(p.api + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		// With --tls, the CA must be there (fabricd writes it first).
+		if (!tlsOn || p.trustCA()) && p.ready() {
+			break
 		}
 		select {
 		case <-p.done:
@@ -143,6 +156,32 @@ func start(ctx context.Context, o Options) (*Proc, error) {
 	return p, nil
 }
 
+func (p *Proc) ready() bool {
+	resp, err := p.client.Get(p.api + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// trustCA makes the client trust the CA fabricd wrote under its data
+// directory (for --tls); false until it exists.
+func (p *Proc) trustCA() bool {
+	pem, err := os.ReadFile(filepath.Join(p.dataDir, "pki", "ca.crt"))
+	pool := x509.NewCertPool()
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		return false
+	}
+	t := p.client.Transport.(*http.Transport)
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return true
+}
+
+// Client is the HTTP client that reaches fabricd (through Options.Dial,
+// trusting its CA).
+func (p *Proc) Client() *http.Client { return p.client }
+
 // URL is the API base, like http://127.0.0.1:8080.
 func (p *Proc) URL() string { return p.api }
 
@@ -162,7 +201,7 @@ func (p *Proc) Do(ctx context.Context, method, path string, body io.Reader) (*ht
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+p.token)
-	return http.DefaultClient.Do(req)
+	return p.client.Do(req)
 }
 
 // GetJSON decodes a GET of path into v.
