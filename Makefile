@@ -9,7 +9,7 @@ VERSION     ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null || echo
 COMMIT      ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS     := -X github.com/multiplane/multiplane/internal/version.module=$(VERSION) -X github.com/multiplane/multiplane/internal/version.commit=$(COMMIT)
 
-.PHONY: all build test check-large-files vet gofmt staticcheck tidy unit race fuzz fuzz-smoke lint demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse deps-demo deps-test clean
+.PHONY: all build test check-large-files vet gofmt staticcheck tidy unit race fuzz fuzz-smoke lint demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse packages deps-demo deps-test clean
 
 all: build
 
@@ -21,6 +21,11 @@ deps-test:
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+# packages: .deb packages of fabricd and the endpoint agent in dist/
+# (nfpm as a library; docs/deploy.md).
+packages: build
+	$(GO) run ./cmd/mkpackages --version $(VERSION) --bin $(BIN) --out dist
 
 # test: every check CI runs, cheapest first.
 test: deps-test check-large-files vet gofmt staticcheck tidy unit race fuzz-smoke

@@ -36,6 +36,8 @@ if [ "$want" = test ]; then
   need_cmd ethtool ethtool
   need_cmd ping iputils-ping
   need_cmd sysctl procps
+  need_cmd systemd-analyze systemd
+  need_cmd dpkg-deb dpkg
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
