@@ -83,6 +83,7 @@ type enrolledFabric struct {
 	addr  string // fabricd's address
 	names []string
 	dirs  []string // state directories
+	topo  *planes.Topology
 }
 
 func startEnrolledFabric(t *testing.T, ctx context.Context, hosts int) *enrolledFabric {
@@ -138,6 +139,7 @@ func startEnrolledFabric(t *testing.T, ctx context.Context, hosts int) *enrolled
 		}
 		topo.Endpoints = append(topo.Endpoints, ep)
 	}
+	e.topo = topo
 	dir := dataDir(t)
 	topoFile := filepath.Join(dir, "topology.json")
 	data, _ := json.Marshal(topo)
@@ -460,6 +462,28 @@ func TestEnrolledEndpointsOnANamespaceFabric(t *testing.T) {
 	}
 	t.Logf("host-b to host-a: %.0f Mbit/s over 4 x 100 Mbit/s", res.Goodput/1e6)
 
+	// host-c leaves the topology: its credentials go with it.
+	etcdC := e.etcdAs(c, e.dirs[c])
+	if _, err := etcdC.Get(shortCtx(t), contract.KeyEndpoint(e.names[c])); err != nil {
+		t.Fatalf("host-c reads its own document: %v", err)
+	}
+	var statusC contract.StatusDoc
+	if code := e.api(ctx, "GET", "/api/v1/endpoints/host-c/status", "", &statusC); code != 200 || statusC.AppliedGeneration == 0 {
+		t.Fatalf("host-c's status: %d %+v", code, statusC)
+	}
+	smaller := *e.topo
+	smaller.Endpoints = smaller.Endpoints[:c]
+	body, _ := json.Marshal(&smaller)
+	if code := e.api(ctx, "PUT", "/api/v1/topology", string(body), new(map[string]any)); code != 200 {
+		t.Fatalf("PUT topology without host-c: %d", code)
+	}
+	removedAt := time.Now()
+	testutil.WaitFor(t, 10*time.Second, "host-c refused by etcd once out of the topology", func() bool {
+		_, err := etcdC.Get(shortCtx(t), contract.KeyEndpoint(e.names[c]))
+		return err != nil
+	})
+	t.Logf("host-c cut off %v after leaving the topology", time.Since(removedAt).Round(time.Millisecond))
+
 	// The refusals are in the audit log (summarised: they were anonymous),
 	// the enrollments and host-b's renewal (at two thirds of 45 s) too.
 	testutil.WaitFor(t, 30*time.Second, "host-b renewed its certificate", func() bool { return certSerial(t, e.dirs[b]) != serialB })
@@ -491,10 +515,11 @@ func TestEnrolledEndpointsOnANamespaceFabric(t *testing.T) {
 	})
 
 	// host-c restarts with fabricd (and its etcd) gone: it applies its last
-	// known good, with its credentials intact.
+	// known good, with its credentials intact (revoked, as it left the
+	// topology: the last known good does not need them).
 	runC.Process.Signal(os.Interrupt)
 	runC.Wait()
-	last := e.convergence(ctx).TargetGeneration
+	last := statusC.AppliedGeneration
 	e.fd.Stop()
 	_, again := e.start(ctx, c, "run", "--bind", e.bind(c), "--port", port, "--state-dir", e.dirs[c], "--log-format", "json")
 	want := fmt.Sprintf(`"generation":%d,"source":"last-known-good"`, last)
