@@ -295,10 +295,18 @@ func (id *Identity) setCert(pair *tls.Certificate) {
 }
 
 // Endpoint is the endpoint's name (its certificate's Common Name).
-func (id *Identity) Endpoint() string { return id.info.Endpoint }
+func (id *Identity) Endpoint() string {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.info.Endpoint
+}
 
 // EtcdEndpoints are the etcd URLs fabricd gave.
-func (id *Identity) EtcdEndpoints() []string { return id.info.EtcdEndpoints }
+func (id *Identity) EtcdEndpoints() []string {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.info.EtcdEndpoints
+}
 
 // Expiry is when the current certificate expires.
 func (id *Identity) Expiry() time.Time {
@@ -339,7 +347,10 @@ func (id *Identity) Renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	creds, err := post(ctx, id.TLSConfig(), 0, id.info.Server+contract.PathRenew, "", id.info.Endpoint, key)
+	id.mu.Lock()
+	server, name := id.info.Server, id.info.Endpoint
+	id.mu.Unlock()
+	creds, err := post(ctx, id.TLSConfig(), 0, server+contract.PathRenew, "", name, key)
 	if err != nil {
 		return err
 	}
@@ -347,7 +358,7 @@ func (id *Identity) Renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := save(id.dir, id.info.Server, creds, keyPEM); err != nil {
+	if err := save(id.dir, server, creds, keyPEM); err != nil {
 		return err
 	}
 	pair, err := tls.X509KeyPair([]byte(creds.Certificate), keyPEM)
