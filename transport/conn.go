@@ -839,7 +839,7 @@ func (c *Conn) onInitAck(now time.Time, plane int, h *wire.Handshake) {
 	if c.state == stateDone {
 		return
 	}
-	c.heard(now)
+	c.heard(now, plane)
 	c.initAcked[plane] = true
 	if c.state == stateHandshake {
 		c.peerID = h.SrcConnID

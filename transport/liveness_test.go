@@ -213,7 +213,7 @@ func TestPeerMergesAcrossPlanes(t *testing.T) {
 	}
 	later := now.Add(time.Minute)
 	c1.mu.Lock()
-	c1.heard(later)
+	c1.heard(later, 0)
 	c1.mu.Unlock()
 	c2.mu.Lock()
 	got := c2.lastHeard()

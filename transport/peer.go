@@ -55,6 +55,11 @@ type peer struct {
 	// transport's clock), for grants (activeSenders).
 	lastData atomic.Int64
 
+	// planes holds, per local plane, when the peer was last heard on it
+	// and when data sent on it was last acknowledged: the evidence an
+	// agent reports (see PeerStats). Fixed at creation.
+	planes []peerPlane
+
 	// paths is the congestion state of each path to the peer, shared by
 	// its connections (see sharedPath).
 	pathsMu sync.Mutex
@@ -81,6 +86,17 @@ type sharedPath struct {
 	// back, first come first woken by room, beside the turns' head.
 	resends []*path
 	full    bool // the window held a connection back since the last offer
+}
+
+// peerPlane is a peer's evidence on one plane: times since the epoch, 0
+// for never.
+type peerPlane struct{ heard, acked atomic.Int64 }
+
+// mark stores d in v unless v is less than heardGranularity older.
+func mark(v *atomic.Int64, d time.Duration) {
+	if int64(d)-v.Load() >= int64(heardGranularity) {
+		v.Store(int64(d))
+	}
 }
 
 // sharedKey names a shared path: the path and the datagram size its window
@@ -121,11 +137,20 @@ func (p *peer) root() *peer {
 	}
 }
 
-// markHeard records that the peer was heard at d (time since the epoch).
-func (p *peer) markHeard(d time.Duration) {
+// markHeard records that the peer was heard at d (time since the epoch)
+// on plane (-1: no plane in particular).
+func (p *peer) markHeard(d time.Duration, plane int) {
 	r := p.root()
-	if int64(d)-r.heard.Load() >= int64(heardGranularity) {
-		r.heard.Store(int64(d))
+	mark(&r.heard, d)
+	if plane >= 0 && plane < len(r.planes) {
+		mark(&r.planes[plane].heard, d)
+	}
+}
+
+// markAcked records that data sent on plane was acknowledged at d.
+func (p *peer) markAcked(d time.Duration, plane int) {
+	if r := p.root(); plane >= 0 && plane < len(r.planes) {
+		mark(&r.planes[plane].acked, d)
 	}
 }
 
@@ -161,7 +186,7 @@ func (t *Transport) joinPeer(c *Conn, now time.Time, addrs ...peerAddr) {
 		}
 	}
 	if cur == nil {
-		cur = &peer{}
+		cur = &peer{planes: make([]peerPlane, len(t.planes))}
 		cur.heard.Store(int64(now.Sub(t.epoch)))
 	}
 	for _, a := range addrs {
@@ -174,7 +199,7 @@ func (t *Transport) joinPeer(c *Conn, now time.Time, addrs ...peerAddr) {
 		cur.refs++
 		c.peer.Store(cur)
 	}
-	cur.markHeard(now.Sub(t.epoch))
+	cur.markHeard(now.Sub(t.epoch), -1)
 }
 
 // mergePeer merges p into into; t.mu held.
@@ -189,6 +214,13 @@ func (t *Transport) mergePeer(p, into *peer) {
 	p.merged.Store(into)
 	if h := p.heard.Load(); h > into.heard.Load() {
 		into.heard.Store(h)
+	}
+	for i := range min(len(p.planes), len(into.planes)) {
+		for _, v := range [][2]*atomic.Int64{{&p.planes[i].heard, &into.planes[i].heard}, {&p.planes[i].acked, &into.planes[i].acked}} {
+			if h := v[0].Load(); h > v[1].Load() {
+				v[1].Store(h)
+			}
+		}
 	}
 }
 
@@ -224,11 +256,12 @@ func (t *Transport) peerCount() int {
 	return len(seen)
 }
 
-// heard records that c's peer was heard at now, on c; c.mu held.
-func (c *Conn) heard(now time.Time) {
+// heard records that c's peer was heard at now, on c and plane; c.mu
+// held.
+func (c *Conn) heard(now time.Time, plane int) {
 	c.lastRecv = now
 	if p := c.peer.Load(); p != nil {
-		p.markHeard(now.Sub(c.t.epoch))
+		p.markHeard(now.Sub(c.t.epoch), plane)
 	}
 }
 

@@ -29,7 +29,7 @@ const (
 // onData processes a DATA packet that arrived on plane; c.mu held.
 // at is when the datagram reached the host (see arrival).
 func (c *Conn) onData(now, at time.Time, plane int, d *wire.Data, ce bool) {
-	c.heard(now)
+	c.heard(now, plane)
 	if c.state == stateHandshake {
 		// The acceptor's data overtook its INIT_ACK: the chunk size is not
 		// agreed yet. Not acknowledged, so it is resent.

@@ -361,10 +361,11 @@ func (c *Conn) onLost(ref ackhandler.Ref, _ protocol.ByteCount) {
 	}
 }
 
-// onAck processes an ACK that reached the host at at; c.mu held.
-func (c *Conn) onAck(now, at time.Time, a *wire.Ack) {
+// onAck processes an ACK that reached the host at at on plane; c.mu held.
+func (c *Conn) onAck(now, at time.Time, plane int, a *wire.Ack) {
 	waited := now.Sub(at)
-	c.heard(now)
+	c.heard(now, plane)
+	pr := c.peer.Load()
 	if a.MaxData > c.peerMaxData {
 		c.peerMaxData = a.MaxData
 	}
@@ -381,6 +382,9 @@ func (c *Conn) onAck(now, at time.Time, a *wire.Ack) {
 		}
 		if c.mode == ModeGBN {
 			acked := p.sent.OnCumulativeAck(now, blk.Cumulative, waited+blk.AckDelay, c.hooks())
+			if acked > 0 && pr != nil {
+				pr.markAcked(now.Sub(c.t.epoch), p.plane)
+			}
 			if acked > 0 && p.idx >= 0 {
 				c.sel.OnAck(p.idx)
 			}
@@ -395,6 +399,9 @@ func (c *Conn) onAck(now, at time.Time, a *wire.Ack) {
 		if acked > 0 {
 			p.shared.offer() // room in the window: the next in turn
 			c.stallStreak = 0
+			if pr != nil {
+				pr.markAcked(now.Sub(c.t.epoch), p.plane)
+			}
 		}
 		if p.idx < 0 {
 			continue

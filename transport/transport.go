@@ -232,7 +232,7 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 				buf = buf[n:]
 				pl.ackBlocks = a.Blocks[:0]
 				if c := t.lockConn(&cur, a.DstConnID, pl); c != nil {
-					c.onAck(now, at, &a)
+					c.onAck(now, at, pl.idx, &a)
 				}
 			}
 		case wire.TypeInit, wire.TypeInitAck:
@@ -449,7 +449,7 @@ func (t *Transport) onHandshake(now time.Time, pl *plane, h *wire.Handshake, fro
 				c.bindPaths()
 			}
 			c.peerAddrs[h.Plane] = from
-			c.heard(now)
+			c.heard(now, pl.idx)
 			c.logEstablished()
 		}
 		c.sendHandshake(wire.TypeInitAck, pl.idx)
