@@ -55,9 +55,10 @@ type peer struct {
 	// transport's clock), for grants (activeSenders).
 	lastData atomic.Int64
 
-	// planes holds, per local plane, when the peer was last heard on it
-	// and when data sent on it was last acknowledged: the evidence an
-	// agent reports (see PeerStats). Fixed at creation.
+	// planes holds, per local plane, when the peer was last heard on it,
+	// when data sent on it was last acknowledged and since when data sent
+	// on it waits for an acknowledgement: the evidence an agent reports
+	// (see PeerStats). Fixed at creation.
 	planes []peerPlane
 
 	// paths is the congestion state of each path to the peer, shared by
@@ -89,8 +90,9 @@ type sharedPath struct {
 }
 
 // peerPlane is a peer's evidence on one plane: times since the epoch, 0
-// for never.
-type peerPlane struct{ heard, acked atomic.Int64 }
+// for never. unacked is the first data send after the last acknowledgement
+// (at or before acked: nothing waits).
+type peerPlane struct{ heard, acked, unacked atomic.Int64 }
 
 // mark stores d in v unless v is less than heardGranularity older.
 func mark(v *atomic.Int64, d time.Duration) {
@@ -144,6 +146,20 @@ func (p *peer) markHeard(d time.Duration, plane int) {
 	mark(&r.heard, d)
 	if plane >= 0 && plane < len(r.planes) {
 		mark(&r.planes[plane].heard, d)
+	}
+}
+
+// markSent records that data left on plane at d: the first send since the
+// plane's last acknowledgement starts its wait. Two loads per datagram; a
+// store only once per acknowledgement.
+func (p *peer) markSent(d time.Duration, plane int) {
+	r := p.root()
+	if plane < 0 || plane >= len(r.planes) {
+		return
+	}
+	pp := &r.planes[plane]
+	if u := pp.unacked.Load(); u == 0 || u <= pp.acked.Load() {
+		pp.unacked.Store(int64(d))
 	}
 }
 
@@ -216,7 +232,8 @@ func (t *Transport) mergePeer(p, into *peer) {
 		into.heard.Store(h)
 	}
 	for i := range min(len(p.planes), len(into.planes)) {
-		for _, v := range [][2]*atomic.Int64{{&p.planes[i].heard, &into.planes[i].heard}, {&p.planes[i].acked, &into.planes[i].acked}} {
+		a, b := &p.planes[i], &into.planes[i]
+		for _, v := range [][2]*atomic.Int64{{&a.heard, &b.heard}, {&a.acked, &b.acked}, {&a.unacked, &b.unacked}} {
 			if h := v[0].Load(); h > v[1].Load() {
 				v[1].Store(h)
 			}

@@ -17,6 +17,10 @@ type PeerPlane struct {
 	// Acked when data sent on the plane was last acknowledged (zero:
 	// never).
 	Heard, Acked time.Time
+	// Unacked is when the oldest data sent on the plane and not yet
+	// acknowledged left (zero: nothing waits). Long ago with the peer
+	// heard elsewhere: the plane does not carry this endpoint's data.
+	Unacked time.Time
 	// SmoothedRTT is the smallest over the peer's paths on the plane (0:
 	// no sample).
 	SmoothedRTT time.Duration
@@ -56,7 +60,12 @@ func (t *Transport) Peers() []PeerStats {
 	for _, r := range roots {
 		ps := PeerStats{Heard: at(r.heard.Load()), Planes: make([]PeerPlane, len(r.planes))}
 		for i := range r.planes {
-			ps.Planes[i] = PeerPlane{Plane: i, Heard: at(r.planes[i].heard.Load()), Acked: at(r.planes[i].acked.Load())}
+			pp := &r.planes[i]
+			acked, unacked := pp.acked.Load(), pp.unacked.Load()
+			if unacked <= acked {
+				unacked = 0
+			}
+			ps.Planes[i] = PeerPlane{Plane: i, Heard: at(pp.heard.Load()), Acked: at(acked), Unacked: at(unacked)}
 		}
 		for _, a := range addrs[r] {
 			if a.plane < len(ps.Planes) && !ps.Planes[a.plane].Addr.IsValid() {

@@ -63,6 +63,10 @@ func TestPeersReportPerPlaneEvidence(t *testing.T) {
 		t.Fatalf("the receiver's view of its sender: %+v", bs)
 	}
 
+	if u := fp.a.Peers()[0].Planes[1].Unacked; !u.IsZero() && time.Since(u) > 200*time.Millisecond {
+		t.Fatalf("plane 1 works, but its data has waited since %v", u)
+	}
+	cut := time.Now()
 	fp.f.SetUp(1, false)
 	time.Sleep(500 * time.Millisecond)
 	p := fp.a.Peers()[0]
@@ -74,5 +78,13 @@ func TestPeersReportPerPlaneEvidence(t *testing.T) {
 	}
 	if p.Planes[1].Heard.IsZero() || p.Planes[1].Acked.IsZero() {
 		t.Fatalf("plane 1 worked before the cut, but its evidence says never: %+v", p.Planes[1])
+	}
+	// Data (probes of the retired path) waits on plane 1 since the cut;
+	// nothing waits long on plane 0.
+	if u := p.Planes[1].Unacked; u.IsZero() || u.After(cut.Add(100*time.Millisecond)) {
+		t.Fatalf("plane 1 is cut at %v, but its data waits since %v", cut, u)
+	}
+	if u := p.Planes[0].Unacked; !u.IsZero() && time.Since(u) > 200*time.Millisecond {
+		t.Fatalf("plane 0 works, but its data has waited since %v", u)
 	}
 }

@@ -317,6 +317,9 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 	pk.Buf = wire.FinishData(pk.Buf, 0)
 	pk.Addr = c.peerAddrs[p.plane]
 	p.pacer.OnSent(size)
+	if pr := c.peer.Load(); pr != nil {
+		pr.markSent(now.Sub(c.t.epoch), p.plane)
+	}
 	return protocol.ByteCount(len(pk.Buf))
 }
 
