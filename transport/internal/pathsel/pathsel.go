@@ -124,17 +124,19 @@ func (s *Selector) weight(e *entry, now time.Time) float64 {
 // avoid names a path to skip if any other is eligible (-1: none), used to
 // resend lost data on another path.
 func (s *Selector) Pick(now time.Time, el Eligible, avoid int) int {
+	// A retired path whose probe is due gets it first: with the other
+	// paths eligible it would otherwise never be probed, and never return.
+	for i := range s.paths {
+		if e := &s.paths[i]; e.Weight > 0 && e.retired && !now.Before(e.nextProbe) && el.Eligible(i) {
+			e.nextProbe = now.Add(s.ProbeInterval)
+			return i
+		}
+	}
 	best, fallback := -1, -1
 	total := 0.0
 	for i := range s.paths {
 		e := &s.paths[i]
-		if e.Weight <= 0 {
-			continue
-		}
-		if e.retired {
-			if !now.Before(e.nextProbe) && el.Eligible(i) && fallback < 0 {
-				fallback = i
-			}
+		if e.Weight <= 0 || e.retired {
 			continue
 		}
 		if !el.Eligible(i) {
@@ -154,9 +156,6 @@ func (s *Selector) Pick(now time.Time, el Eligible, avoid int) int {
 		}
 	}
 	if best < 0 {
-		if fallback >= 0 && s.paths[fallback].retired {
-			s.paths[fallback].nextProbe = now.Add(s.ProbeInterval)
-		}
 		return fallback
 	}
 	s.paths[best].cur -= total

@@ -94,11 +94,19 @@ func TestRetireAndProbe(t *testing.T) {
 	if s.Retired(1) {
 		t.Fatal("last path retired")
 	}
-	// Probe after the interval, only when no other path can send.
-	if got := s.Pick(now.Add(DefaultProbeInterval), only{0: true}, -1); got != 0 {
-		t.Fatalf("probe pick %d", got)
+	// A due probe goes first, even while other paths can send (else a
+	// busy connection never probes), and only once per interval.
+	later := now.Add(DefaultProbeInterval)
+	if c := count(s, later, 100, all{}); c[0] != 1 || c[1] != 99 {
+		t.Fatalf("picks at the probe time %v, want 1 probe on path 0", c)
 	}
-	if got := s.Pick(now.Add(DefaultProbeInterval), only{0: true}, -1); got != -1 {
+	if c := count(s, later.Add(DefaultProbeInterval-1), 100, all{}); c[0] != 0 {
+		t.Fatalf("picks within the interval %v, want no probe", c)
+	}
+	if got := s.Pick(later.Add(DefaultProbeInterval), only{0: true}, -1); got != 0 {
+		t.Fatalf("probe pick %d with only path 0 eligible", got)
+	}
+	if got := s.Pick(later.Add(DefaultProbeInterval), only{0: true}, -1); got != -1 {
 		t.Fatalf("second probe within interval: %d", got)
 	}
 	s.OnAck(0)
