@@ -26,3 +26,8 @@ var ErrNotEnforced = errors.New("agent: not enforced by the transport")
 // planeCounter is implemented by appliers that know the number of local
 // planes (used when Config.Planes is 0).
 type planeCounter interface{ Planes() int }
+
+// verdictSource is implemented by appliers that judge their peers'
+// reachability per plane (TransportApplier): the agent polls Verdicts
+// every Config.EvidenceInterval and reports at once when it changes.
+type verdictSource interface{ Verdicts() string }

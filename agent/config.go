@@ -18,9 +18,12 @@ import (
 // Defaults.
 const (
 	DefaultStatusInterval = 10 * time.Second
-	DefaultLeaseTTL       = 10 * time.Second
-	DefaultDialTimeout    = 5 * time.Second
-	DefaultStateDir       = "/var/lib/multiplane/endpoint"
+	// DefaultEvidenceInterval is how often the agent looks for a change
+	// in its peers' reachability (see Evidence).
+	DefaultEvidenceInterval = 250 * time.Millisecond
+	DefaultLeaseTTL         = 10 * time.Second
+	DefaultDialTimeout      = 5 * time.Second
+	DefaultStateDir         = "/var/lib/multiplane/endpoint"
 )
 
 // Config configures an Agent. Zero fields take the documented defaults.
@@ -71,6 +74,11 @@ type Config struct {
 	// (default 10 s; with traffic every agent then writes once per interval,
 	// so 4,000 endpoints write 400 statuses a second).
 	StatusInterval time.Duration
+	// EvidenceInterval is how often the agent checks whether a plane's
+	// reachability verdict changed, to report it at once (default 250 ms;
+	// only with an Applier that judges reachability, as
+	// TransportApplier does).
+	EvidenceInterval time.Duration
 	// LeaseTTL is the TTL of the status lease (default 10 s).
 	LeaseTTL time.Duration
 	// Lease, when set, is a lease shared by many agents (kept alive by its
@@ -113,6 +121,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.StatusInterval, "status-interval", DefaultStatusInterval, "how often the status in etcd is refreshed")
+	fs.DurationVar(&c.EvidenceInterval, "evidence-interval", DefaultEvidenceInterval, "how often a change in the peers' reachability per plane is looked for (reported at once)")
 	fs.DurationVar(&c.LeaseTTL, "status-lease-ttl", DefaultLeaseTTL, "TTL of the lease the status is written under")
 }
 
@@ -141,6 +150,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.StatusInterval <= 0 {
 		c.StatusInterval = DefaultStatusInterval
+	}
+	if c.EvidenceInterval <= 0 {
+		c.EvidenceInterval = DefaultEvidenceInterval
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = DefaultLeaseTTL

@@ -27,6 +27,17 @@ func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 	tick := time.NewTimer(next())
 	defer tick.Stop()
 	defer r.stop()
+	// A change in a plane's reachability is reported at once: fabricd may
+	// be judging that plane's links on it (see Evidence).
+	var evidence <-chan time.Time
+	vs, judges := a.applier.(verdictSource)
+	lastVerdicts := ""
+	if judges {
+		t := time.NewTicker(a.cfg.EvidenceInterval)
+		defer t.Stop()
+		evidence = t.C
+		lastVerdicts = vs.Verdicts()
+	}
 	r.report(ctx)
 	for {
 		select {
@@ -34,6 +45,12 @@ func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 			return
 		case <-tick.C:
 			tick.Reset(next())
+		case <-evidence:
+			if v := vs.Verdicts(); v != lastVerdicts {
+				lastVerdicts = v
+				break
+			}
+			continue
 		case <-a.kick:
 		case _, ok := <-r.ka:
 			if ok {

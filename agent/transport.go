@@ -2,7 +2,9 @@ package agent
 
 import (
 	"fmt"
+	"math"
 	"sync"
+	"time"
 
 	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/transport"
@@ -14,7 +16,11 @@ type TransportApplier struct {
 
 	mu    sync.Mutex
 	names []string // plane index → plane name, from the last document
+	last  []lossSample
 }
+
+// lossSample is a plane's counters at the previous Stats, for LossRatio.
+type lossSample struct{ retx, tx uint64 }
 
 // NewTransportApplier returns an Applier for t.
 func NewTransportApplier(t *transport.Transport) *TransportApplier {
@@ -78,22 +84,40 @@ func (a *TransportApplier) Apply(doc contract.EndpointDoc) error {
 	return a.t.SetRates(bpsToRate(r.EgressBps), bpsToRate(r.IngressBps), caps)
 }
 
-// Stats returns the transport's per-plane bytes and retransmits.
+// Stats returns the transport's per-plane bytes, retransmits and loss
+// ratio since the previous call, with the evidence of DefaultEvidence.
 func (a *TransportApplier) Stats() []contract.PathStatus {
 	st := a.t.Stats()
+	ev := DefaultEvidence.Judge(a.t.Peers(), len(st.Planes), time.Now())
 	a.mu.Lock()
-	names := a.names
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	if len(a.last) != len(st.Planes) {
+		a.last = make([]lossSample, len(st.Planes))
+	}
 	out := make([]contract.PathStatus, len(st.Planes))
 	for i, p := range st.Planes {
-		name := ""
-		if p.Plane < len(names) {
-			name = names[p.Plane]
+		out[i] = ev[i]
+		out[i].Plane = a.name(p.Plane)
+		out[i].TxBytes, out[i].RxBytes, out[i].Retransmits = p.TxBytes, p.RxBytes, p.Retransmits
+		prev := a.last[i]
+		if tx := p.TxPackets - prev.tx; tx > 0 && p.Retransmits >= prev.retx {
+			out[i].LossRatio = math.Round(min(float64(p.Retransmits-prev.retx)/float64(tx), 1)*1e4) / 1e4
 		}
-		if name == "" {
-			name = fmt.Sprintf("%d", p.Plane)
-		}
-		out[i] = contract.PathStatus{Plane: name, TxBytes: p.TxBytes, RxBytes: p.RxBytes, Retransmits: p.Retransmits}
+		a.last[i] = lossSample{retx: p.Retransmits, tx: p.TxPackets}
 	}
 	return out
+}
+
+// Verdicts says, per plane, whether any peer is reachable and whether any
+// is not; the agent writes its status at once when this changes.
+func (a *TransportApplier) Verdicts() string {
+	return verdicts(DefaultEvidence.Judge(a.t.Peers(), a.t.Planes(), time.Now()))
+}
+
+// name is plane i's name from the last document, or its index; a.mu held.
+func (a *TransportApplier) name(i int) string {
+	if i < len(a.names) && a.names[i] != "" {
+		return a.names[i]
+	}
+	return fmt.Sprintf("%d", i)
 }

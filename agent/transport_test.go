@@ -3,13 +3,16 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/multiplane/multiplane/contract"
+	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv/kvtest"
@@ -171,4 +174,94 @@ func TestCollector(t *testing.T) {
 			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
 		}
 	}
+}
+
+// A link cut under traffic is in the agent's status in etcd within a
+// second of the cut, without waiting for the status interval: the cut
+// plane unreachable, the others reachable.
+func TestTransportApplierReportsACutLink(t *testing.T) {
+	ctx := testenv.Context(t)
+	s := kvtest.New(t)
+	const planes = 3
+	pc := make([]userspace.PlaneConfig, planes)
+	for i := range pc {
+		pc[i] = userspace.PlaneConfig{RateBps: 50e6}
+	}
+	fab, err := userspace.Start(ctx, userspace.Config{Hosts: 2, Port: testutil.FabricPort(t, 2, planes), Planes: pc, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fab.Close() })
+	hosts := make([]*transport.Transport, 2)
+	for h := range hosts {
+		local := make([]netip.AddrPort, planes)
+		for p := range local {
+			local[p] = fab.ListenAddr(h, p)
+		}
+		if hosts[h], err = transport.Listen(transport.Config{Local: local, Logger: testenv.Logger(t)}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hosts[h].Close() })
+	}
+	go func() {
+		for {
+			c, err := hosts[1].Accept(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				for _, err := c.Recv(ctx); err == nil; _, err = c.Recv(ctx) {
+				}
+			}()
+		}
+	}()
+	peer := make([]netip.AddrPort, planes)
+	for p := range peer {
+		peer[p] = fab.PeerAddr(1, p)
+	}
+	conn, err := hosts[0].Dial(ctx, peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		msg := make([]byte, 16<<10)
+		for conn.Send(ctx, msg) == nil {
+		}
+	}()
+	// A status interval far longer than the test: only the evidence
+	// check writes the status.
+	ag := newAgent(t, Config{Endpoint: "host-a", Client: s.Client, StatusInterval: time.Hour}, NewTransportApplier(hosts[0]))
+	start(t, ag)
+	verdict := func(st contract.StatusDoc) string {
+		out := ""
+		for _, p := range st.Paths {
+			out += fmt.Sprintf("%s:%d/%d ", p.Plane, p.PeersReachable, p.PeersUnreachable)
+		}
+		return out
+	}
+	testutil.WaitFor(t, 10*time.Second, "every plane reachable in etcd", func() bool {
+		st, _, ok := getStatus(t, s.Client, "host-a")
+		return ok && verdict(st) == "0:1/0 1:1/0 2:1/0 "
+	})
+	cut := time.Now()
+	fab.SetLinkUp(0, 1, false)
+	var st contract.StatusDoc
+	testutil.WaitFor(t, 5*time.Second, "plane 1 unreachable in etcd", func() bool {
+		st, _, _ = getStatus(t, s.Client, "host-a")
+		return verdict(st) == "0:1/0 1:0/1 2:1/0 "
+	})
+	took := time.Since(cut)
+	t.Logf("cut link in etcd %v after the cut; plane 1: %+v", took.Round(time.Millisecond), st.Paths[1])
+	if took > 1500*time.Millisecond {
+		t.Errorf("the cut took %v to reach etcd, want under 1.5 s", took)
+	}
+	if p := st.Paths[1].Peers; len(p) != 1 || p[0].Reachable || p[0].Address != fab.PeerAddr(1, 1).Addr().String() {
+		t.Errorf("plane 1's peers %+v, want host-b's relay address unreachable", p)
+	}
+	fab.SetLinkUp(0, 1, true)
+	testutil.WaitFor(t, 5*time.Second, "plane 1 reachable again in etcd", func() bool {
+		st, _, _ = getStatus(t, s.Client, "host-a")
+		return verdict(st) == "0:1/0 1:1/0 2:1/0 "
+	})
 }

@@ -92,12 +92,34 @@ type PortsDoc struct {
 	Unusable   []PortRef `json:"unusable"`
 }
 
-// PathStatus is an agent's per-plane counters.
+// PathStatus is an agent's per-plane counters and its evidence of the
+// plane (docs/etcd-layout.md, "Endpoint evidence").
 type PathStatus struct {
 	Plane       string `json:"plane"`
 	TxBytes     uint64 `json:"tx_bytes"`
 	RxBytes     uint64 `json:"rx_bytes"`
 	Retransmits uint64 `json:"retransmits"`
+	// LossRatio is retransmitted over sent datagrams on the plane since
+	// the agent's previous status.
+	LossRatio float64 `json:"loss_ratio"`
+	// RTTMicros is the smallest smoothed RTT to a peer on the plane, in
+	// µs (0: no sample).
+	RTTMicros int64 `json:"rtt_us,omitempty"`
+	// PeersReachable counts the peers that acknowledged the endpoint's
+	// data on the plane, or were heard on it, within the evidence window;
+	// PeersUnreachable those heard on other planes while the endpoint's
+	// data on this one waited for an acknowledgement past the wait limit.
+	PeersReachable   int `json:"peers_reachable"`
+	PeersUnreachable int `json:"peers_unreachable"`
+	// Peers lists them (at most MaxPeersPerPlane, unreachable ones first).
+	Peers []PeerPath `json:"peers,omitempty"`
+}
+
+// PeerPath is what an endpoint sees of one peer on one plane.
+type PeerPath struct {
+	Address   string `json:"address"` // the peer's IP address on the plane
+	Reachable bool   `json:"reachable"`
+	RTTMicros int64  `json:"rtt_us,omitempty"`
 }
 
 // StatusDoc is what an agent reports under its lease.

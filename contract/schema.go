@@ -11,7 +11,7 @@ import (
 // writes. A reader accepts every minor version of its major (a newer minor
 // only adds fields, which it ignores) and refuses a newer major, whose
 // meaning it cannot know. A document without one predates versions: 1.0.
-const SchemaVersion = "1.0"
+const SchemaVersion = "1.1"
 
 // SchemaMajor is SchemaVersion's major version.
 const SchemaMajor = 1

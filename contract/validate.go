@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -64,4 +65,56 @@ func (d *EndpointDoc) Validate(endpoint string, planes int) error {
 		}
 	}
 	return nil
+}
+
+// Bounds of a status document, which fabricd reads from every agent.
+const (
+	MaxStatusBytes   = 128 << 10
+	MaxStatusPaths   = 64
+	MaxPeersPerPlane = 64
+	maxStatusErrors  = 32
+	maxPeerCount     = 1 << 20
+)
+
+// ParseStatus decodes and checks the status an agent wrote under
+// endpoint's key. A status is the agent's claim, so fabricd believes only
+// what is well formed: its own name, a schema it reads, bounded lists and
+// valid addresses.
+func ParseStatus(endpoint string, data []byte) (StatusDoc, error) {
+	var st StatusDoc
+	bad := func(format string, args ...any) (StatusDoc, error) {
+		return StatusDoc{}, fmt.Errorf("%w: status of %s: %s", ErrInvalidDocument, endpoint, fmt.Sprintf(format, args...))
+	}
+	if len(data) > MaxStatusBytes {
+		return bad("%d bytes, more than %d", len(data), MaxStatusBytes)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return bad("%v", err)
+	}
+	if err := CheckSchema(st.Schema); err != nil {
+		return bad("%v", err)
+	}
+	if st.Endpoint != endpoint {
+		return bad("names endpoint %q", st.Endpoint)
+	}
+	if len(st.Paths) > MaxStatusPaths || len(st.Errors) > maxStatusErrors {
+		return bad("%d paths and %d errors, more than %d and %d", len(st.Paths), len(st.Errors), MaxStatusPaths, maxStatusErrors)
+	}
+	for _, p := range st.Paths {
+		if len(p.Peers) > MaxPeersPerPlane {
+			return bad("plane %q: %d peers, more than %d", p.Plane, len(p.Peers), MaxPeersPerPlane)
+		}
+		if math.IsNaN(p.LossRatio) || p.LossRatio < 0 || p.LossRatio > 1 || p.RTTMicros < 0 {
+			return bad("plane %q: loss ratio %v or RTT %d out of range", p.Plane, p.LossRatio, p.RTTMicros)
+		}
+		if p.PeersReachable < 0 || p.PeersUnreachable < 0 || p.PeersReachable > maxPeerCount || p.PeersUnreachable > maxPeerCount {
+			return bad("plane %q: peer counts %d and %d out of range", p.Plane, p.PeersReachable, p.PeersUnreachable)
+		}
+		for _, pp := range p.Peers {
+			if _, err := netip.ParseAddr(pp.Address); err != nil {
+				return bad("plane %q: peer address: %v", p.Plane, err)
+			}
+		}
+	}
+	return st, nil
 }

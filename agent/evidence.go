@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/multiplane/multiplane/contract"
+	"github.com/multiplane/multiplane/transport"
+)
+
+// Evidence judges, from what the transport saw of each peer on each plane,
+// whether the plane carries this endpoint's traffic (docs/etcd-layout.md,
+// "Endpoint evidence"). fabricd uses it to judge the links of a switch
+// whose telemetry is unreachable.
+type Evidence struct {
+	// Window: a peer that acknowledged data on a plane, or was heard on
+	// it, within Window is reachable there; a peer not heard on any plane
+	// within Window is left out (idle or gone: no evidence either way).
+	Window time.Duration
+	// WaitLimit: a peer is unreachable on a plane when data sent there
+	// has waited longer than this for an acknowledgement while the peer
+	// was heard on another plane.
+	WaitLimit time.Duration
+}
+
+// DefaultEvidence is what the agent uses: a wait limit of a few RTOs on a
+// data-centre fabric, so a failed port shows within a second.
+var DefaultEvidence = Evidence{Window: 2 * time.Second, WaitLimit: 500 * time.Millisecond}
+
+// Judge returns, per local plane (by index), the reachable and unreachable
+// peers at now, unreachable ones first, the list capped at
+// contract.MaxPeersPerPlane (the counts are not capped).
+func (e Evidence) Judge(peers []transport.PeerStats, planes int, now time.Time) []contract.PathStatus {
+	out := make([]contract.PathStatus, planes)
+	within := func(at time.Time, d time.Duration) bool { return !at.IsZero() && now.Sub(at) <= d }
+	for _, ps := range peers {
+		if !within(ps.Heard, e.Window) {
+			continue
+		}
+		for _, pp := range ps.Planes {
+			if pp.Plane < 0 || pp.Plane >= planes {
+				continue
+			}
+			waiting := !pp.Unacked.IsZero() && now.Sub(pp.Unacked) > e.WaitLimit
+			heardElsewhere := false
+			for _, o := range ps.Planes {
+				heardElsewhere = heardElsewhere || (o.Plane != pp.Plane && within(o.Heard, e.Window))
+			}
+			var reachable bool
+			switch {
+			case waiting && heardElsewhere:
+				reachable = false
+			case !waiting && (within(pp.Acked, e.Window) || within(pp.Heard, e.Window)):
+				reachable = true
+			default:
+				continue // nothing sent or heard lately: no evidence
+			}
+			st := &out[pp.Plane]
+			if reachable {
+				st.PeersReachable++
+			} else {
+				st.PeersUnreachable++
+			}
+			addr := ""
+			if pp.Addr.IsValid() {
+				addr = pp.Addr.Addr().Unmap().String()
+			}
+			if addr != "" {
+				st.Peers = append(st.Peers, contract.PeerPath{Address: addr, Reachable: reachable, RTTMicros: pp.SmoothedRTT.Microseconds()})
+			}
+		}
+	}
+	for i := range out {
+		slices.SortFunc(out[i].Peers, func(a, b contract.PeerPath) int {
+			if a.Reachable != b.Reachable {
+				if !a.Reachable {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(a.Address, b.Address)
+		})
+		if len(out[i].Peers) > contract.MaxPeersPerPlane {
+			out[i].Peers = out[i].Peers[:contract.MaxPeersPerPlane]
+		}
+		for _, p := range out[i].Peers {
+			if p.RTTMicros > 0 && (out[i].RTTMicros == 0 || p.RTTMicros < out[i].RTTMicros) {
+				out[i].RTTMicros = p.RTTMicros
+			}
+		}
+	}
+	return out
+}
+
+// verdicts is the part of the evidence whose change is worth a status
+// write at once: per plane, whether any peer is reachable and whether any
+// is not.
+func verdicts(paths []contract.PathStatus) string {
+	var b strings.Builder
+	for i, p := range paths {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatBool(p.PeersReachable > 0))
+		b.WriteByte('/')
+		b.WriteString(strconv.FormatBool(p.PeersUnreachable > 0))
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
