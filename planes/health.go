@@ -51,6 +51,9 @@ type LinkHealth struct {
 	Suppressed bool            `json:"suppressed,omitempty"` // held down by flap damping
 	Rates      *InterfaceRates `json:"rates,omitempty"`
 	LastUpdate time.Time       `json:"last_update,omitzero"`
+	// Evidence is the endpoint's own evidence of the link, which judges
+	// it while its switch is unreachable.
+	Evidence *LinkEvidence `json:"endpoint_evidence,omitempty"`
 }
 
 type linkKey struct{ sw, iface string }
@@ -75,7 +78,8 @@ type linkHealth struct {
 	penalty     float64
 	penaltyAt   time.Time
 	suppressed  bool
-	pendingFrom time.Time // sample time of the change being judged, for latency
+	pendingFrom time.Time    // sample time of the change being judged, for latency
+	evidence    LinkEvidence // from the endpoint (State "": none)
 }
 
 type switchHealth struct {
@@ -346,6 +350,31 @@ func (e *Engine) ObserveSwitch(r SwitchReachability) {
 	e.bus.Publish(events...)
 }
 
+// ObserveEvidence replaces the endpoints' evidence of the links, by link
+// name (links not in ev have none). Links of unreachable switches are
+// judged by it at once.
+func (e *Engine) ObserveEvidence(ev map[string]LinkEvidence) {
+	e.mu.Lock()
+	now := e.clock.Now()
+	touched := map[*linkHealth]struct{}{}
+	for name, lh := range e.byName {
+		next := ev[name]
+		if next.State != LinkUp && next.State != LinkDown {
+			next = LinkEvidence{}
+		}
+		if next.State == lh.evidence.State && next.Reason == lh.evidence.Reason {
+			continue
+		}
+		lh.evidence = next
+		if !lh.sw.reachable {
+			touched[lh] = struct{}{}
+		}
+	}
+	events := e.settle(touched, now, nil)
+	e.mu.Unlock()
+	e.bus.Publish(events...)
+}
+
 // Tick lets hold times expire; Run calls it every interval.
 func (e *Engine) Tick() {
 	e.mu.Lock()
@@ -429,6 +458,13 @@ func (e *Engine) decayedPenalty(lh *linkHealth, now time.Time) float64 {
 func (e *Engine) desired(lh *linkHealth, now time.Time) (LinkState, string, bool) {
 	sw := lh.sw
 	if !sw.reachable {
+		switch lh.evidence.State {
+		case LinkUp:
+			return LinkUp, "switch unreachable; endpoint evidence: " + lh.evidence.Reason, false
+		case LinkDown:
+			lh.oper = "" // a fresh UP is needed once the switch is back
+			return LinkDown, "switch unreachable; endpoint evidence: " + lh.evidence.Reason, false
+		}
 		if now.Sub(sw.unreachableSince) >= e.cfg.UnreachableHold {
 			lh.oper = "" // a fresh UP is needed once the switch is back
 			return LinkDown, "switch unreachable for " + now.Sub(sw.unreachableSince).Round(time.Second).String() + ": " + sw.reason, false
@@ -525,6 +561,9 @@ func linkEvidence(lh *linkHealth) map[string]any {
 	}
 	if lh.suppressed {
 		ev["flap_penalty"] = math.Round(lh.penalty)
+	}
+	if !lh.sw.reachable && lh.evidence.State != "" {
+		ev["endpoint_evidence"] = lh.evidence
 	}
 	return ev
 }
@@ -632,7 +671,12 @@ func (e *Engine) LinkHealth(name string) (LinkHealth, bool) {
 	if lh == nil {
 		return LinkHealth{}, false
 	}
-	return LinkHealth{State: lh.state, Reason: lh.reason, Oper: lh.oper, Suppressed: lh.suppressed, Rates: lh.rates, LastUpdate: lh.lastUpdate}, true
+	h := LinkHealth{State: lh.state, Reason: lh.reason, Oper: lh.oper, Suppressed: lh.suppressed, Rates: lh.rates, LastUpdate: lh.lastUpdate}
+	if lh.evidence.State != "" {
+		ev := lh.evidence
+		h.Evidence = &ev
+	}
+	return h, true
 }
 
 // Run calls Tick every interval until ctx ends.

@@ -257,6 +257,66 @@ func TestUnreachableSwitchHoldsBeforeDown(t *testing.T) {
 	h.expectPlane("p0", PlaneHealthy)
 }
 
+// Under a cut stream, the endpoints' evidence judges the links: those
+// that carry traffic stay up past the hold, one that fails goes down at
+// once; evidence of a reachable switch's links changes nothing.
+func TestEndpointEvidenceJudgesLinksOfUnreachableSwitch(t *testing.T) {
+	h := newHarness(t, nil)
+	for i := 0; i < 8; i++ {
+		h.oper("s0", fmt.Sprintf("E%d", i), OperUp)
+	}
+	up := map[string]LinkEvidence{}
+	for i := 0; i < 8; i++ {
+		up[fmt.Sprintf("s0:E%d", i)] = LinkEvidence{State: LinkUp, Reason: "reaches peers"}
+	}
+	h.e.ObserveEvidence(map[string]LinkEvidence{"s0:E1": {State: LinkDown, Reason: "reaches none"}})
+	h.expectLink("s0:E1", LinkUp) // the switch's own word counts while it is reachable
+	if lh, _ := h.e.LinkHealth("s0:E1"); lh.Evidence == nil || lh.Evidence.State != LinkDown {
+		t.Fatalf("link s0:E1 shows evidence %+v", lh.Evidence)
+	}
+	h.e.ObserveEvidence(up)
+	h.events()
+
+	h.e.ObserveSwitch(SwitchReachability{Switch: "s0", Reachable: false, Reason: "stream closed"})
+	h.clock.Advance(2 * DefaultHealthConfig().UnreachableHold)
+	h.e.Tick()
+	h.expectLink("s0:E0", LinkUp)
+	h.expectPlane("p0", PlaneHealthy)
+	if sh, _ := h.e.SwitchHealth("s0"); sh.Reachable || sh.State != PlaneDegraded {
+		t.Fatalf("switch s0 = %+v, want unreachable and degraded", sh)
+	}
+	h.expectEvents("switch s0 healthy->degraded")
+
+	down := map[string]LinkEvidence{}
+	for k, v := range up {
+		down[k] = v
+	}
+	down["s0:E3"] = LinkEvidence{State: LinkDown, Reason: "reaches none of its peers"}
+	h.e.ObserveEvidence(down)
+	h.expectLink("s0:E3", LinkDown)
+	h.expectLink("s0:E2", LinkUp)
+	if lh, _ := h.e.LinkHealth("s0:E3"); !strings.Contains(lh.Reason, "endpoint evidence: reaches none of its peers") {
+		t.Fatalf("link s0:E3 reason %q", lh.Reason)
+	}
+	h.expectEvents("link s0:E3 up->down", "plane p0 healthy->degraded")
+
+	// Evidence gone: the link keeps its state; the hold then takes the
+	// others down, since nothing vouches for them.
+	h.e.ObserveEvidence(nil)
+	h.e.Tick()
+	h.expectLink("s0:E3", LinkDown)
+	h.expectLink("s0:E2", LinkDown)
+	h.expectPlane("p0", PlaneDown)
+
+	// Back: the telemetry judges again; every port needs a fresh UP.
+	h.e.ObserveSwitch(SwitchReachability{Switch: "s0", Reachable: true, Synced: true})
+	h.oper("s0", "E2", OperUp)
+	h.clock.Advance(DefaultHealthConfig().UpHold)
+	h.e.Tick()
+	h.expectLink("s0:E3", LinkDown)
+	h.expectLink("s0:E2", LinkUp)
+}
+
 func TestDrainAndRestore(t *testing.T) {
 	h := newHarness(t, nil)
 	h.e.SetDrained(map[string]bool{"p1": true})

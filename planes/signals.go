@@ -55,3 +55,13 @@ type Observer interface {
 	ObserveInterfaces(batch []InterfaceSample)
 	ObserveSwitch(r SwitchReachability)
 }
+
+// LinkEvidence is what the endpoints' own traffic says of a link (package
+// evidence): LinkUp when the endpoint reaches peers over it, LinkDown when
+// it reaches none of those it sends to there. The engine judges a link by
+// it only while the link's switch is unreachable.
+type LinkEvidence struct {
+	State  LinkState `json:"state"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"` // when this verdict was first seen
+}
