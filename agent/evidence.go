@@ -36,27 +36,51 @@ var DefaultEvidence = Evidence{Window: 2 * time.Second, WaitLimit: 500 * time.Mi
 func (e Evidence) Judge(peers []transport.PeerStats, planes int, now time.Time) []contract.PathStatus {
 	out := make([]contract.PathStatus, planes)
 	within := func(at time.Time, d time.Duration) bool { return !at.IsZero() && now.Sub(at) <= d }
+	// failing reports whether pp's data waits past the limit while the
+	// peer is heard on another plane.
+	failing := func(ps transport.PeerStats, pp transport.PeerPlane) bool {
+		if pp.Unacked.IsZero() || now.Sub(pp.Unacked) <= e.WaitLimit {
+			return false
+		}
+		for _, o := range ps.Planes {
+			if o.Plane != pp.Plane && within(o.Heard, e.Window) {
+				return true
+			}
+		}
+		return false
+	}
+	// A plane's failure starts with its oldest such wait: only evidence
+	// from after that start (and an RTT's margin) shows it works.
+	since := make([]time.Time, planes)
+	var live []transport.PeerStats
 	for _, ps := range peers {
 		if !within(ps.Heard, e.Window) {
 			continue
 		}
+		live = append(live, ps)
+		for _, pp := range ps.Planes {
+			if pp.Plane >= 0 && pp.Plane < planes && failing(ps, pp) && (since[pp.Plane].IsZero() || pp.Unacked.Before(since[pp.Plane])) {
+				since[pp.Plane] = pp.Unacked
+			}
+		}
+	}
+	for _, ps := range live {
 		for _, pp := range ps.Planes {
 			if pp.Plane < 0 || pp.Plane >= planes {
 				continue
 			}
-			waiting := !pp.Unacked.IsZero() && now.Sub(pp.Unacked) > e.WaitLimit
-			heardElsewhere := false
-			for _, o := range ps.Planes {
-				heardElsewhere = heardElsewhere || (o.Plane != pp.Plane && within(o.Heard, e.Window))
-			}
 			var reachable bool
-			switch {
-			case waiting && heardElsewhere:
+			if failing(ps, pp) {
 				reachable = false
-			case !waiting && (within(pp.Acked, e.Window) || within(pp.Heard, e.Window)):
+			} else {
+				last := pp.Acked
+				if pp.Heard.After(last) {
+					last = pp.Heard
+				}
+				if !within(last, e.Window) || (!since[pp.Plane].IsZero() && !last.After(since[pp.Plane].Add(failureMargin))) {
+					continue // nothing sent or heard lately: no evidence
+				}
 				reachable = true
-			default:
-				continue // nothing sent or heard lately: no evidence
 			}
 			st := &out[pp.Plane]
 			if reachable {
@@ -64,12 +88,9 @@ func (e Evidence) Judge(peers []transport.PeerStats, planes int, now time.Time) 
 			} else {
 				st.PeersUnreachable++
 			}
-			addr := ""
 			if pp.Addr.IsValid() {
-				addr = pp.Addr.Addr().Unmap().String()
-			}
-			if addr != "" {
-				st.Peers = append(st.Peers, contract.PeerPath{Address: addr, Reachable: reachable, RTTMicros: pp.SmoothedRTT.Microseconds()})
+				st.Peers = append(st.Peers, contract.PeerPath{Address: pp.Addr.Addr().Unmap().String(), Reachable: reachable,
+					RTTMicros: pp.SmoothedRTT.Microseconds()})
 			}
 		}
 	}
@@ -94,6 +115,11 @@ func (e Evidence) Judge(peers []transport.PeerStats, planes int, now time.Time) 
 	}
 	return out
 }
+
+// failureMargin is how much later than a plane's failure started evidence
+// must be to show the plane works: datagrams in flight at the failure
+// arrive up to an RTT after it.
+const failureMargin = 100 * time.Millisecond
 
 // verdicts is the part of the evidence whose change is worth a status
 // write at once: per plane, whether any peer is reachable and whether any

@@ -51,6 +51,20 @@ func TestEvidenceJudge(t *testing.T) {
 		}
 	}
 
+	// A peer heard on a failing plane only before the failure started (or
+	// within an RTT's margin of it) shows nothing; heard well after, it
+	// shows the plane works.
+	failingSince := ago(800 * time.Millisecond)
+	for heard, want := range map[time.Duration]int{-50 * time.Millisecond: 0, 50 * time.Millisecond: 0, 300 * time.Millisecond: 1} {
+		got := DefaultEvidence.Judge([]transport.PeerStats{
+			{Heard: ago(0), Planes: []transport.PeerPlane{{Plane: 0, Heard: ago(0)}, {Plane: 1, Unacked: failingSince}}},
+			{Heard: ago(0), Planes: []transport.PeerPlane{{Plane: 0, Heard: ago(0)}, {Plane: 1, Heard: failingSince.Add(heard)}}},
+		}, 2, now)
+		if got[1].PeersUnreachable != 1 || got[1].PeersReachable != want {
+			t.Errorf("peer heard %v after plane 1 began to fail: %d reachable, %d unreachable; want %d, 1", heard, got[1].PeersReachable, got[1].PeersUnreachable, want)
+		}
+	}
+
 	// Unreachable peers come first and the list is capped, not the count.
 	many := make([]transport.PeerStats, contract.MaxPeersPerPlane+10)
 	for i := range many {
