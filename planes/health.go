@@ -510,6 +510,7 @@ func (e *Engine) settle(touched map[*linkHealth]struct{}, now time.Time, events 
 			delete(e.pending, lh)
 		}
 		if st == lh.state {
+			lh.reason = why // what holds it there now (no transition)
 			continue
 		}
 		if st == LinkDown && e.cfg.FlapDamping {
