@@ -31,6 +31,7 @@ import (
 	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/enrollment"
 	"github.com/multiplane/multiplane/events"
+	"github.com/multiplane/multiplane/evidence"
 	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/internal/cliconf"
 	"github.com/multiplane/multiplane/internal/version"
@@ -202,8 +203,12 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	if err := collector.Register(reg); err != nil {
 		return fmt.Errorf("fabricd: %w", err)
 	}
+	// The agents' own traffic judges the links of switches whose telemetry
+	// is unreachable.
+	linkEvidence := evidence.New(kvs.Client, engine, logger.With("component", "evidence"))
+	reg.MustRegister(linkEvidence.Collector())
 	fabric, err := newFabricView(ctx, fabricDeps{db: db, inv: inv, engine: engine, events: evStore, intents: intentStore,
-		publisher: publisher, collector: collector, policy: cfg.Policy, onTopology: enroll.kick}, logger)
+		publisher: publisher, collector: collector, evidence: linkEvidence, policy: cfg.Policy, onTopology: enroll.kick}, logger)
 	if err != nil {
 		return err
 	}
@@ -227,6 +232,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	wg.Go(func() { fabric.listen(bg) })
 	wg.Go(func() { publisher.Run(bg, fabric.compute) })
 	wg.Go(func() { collector.Run(bg) })
+	wg.Go(func() { linkEvidence.Run(bg) })
 	wg.Go(func() { enroll.run(bg) })
 	healthSub := bus.Subscribe(1024)
 	wg.Go(func() { fabric.triggerOnChanges(bg, healthSub) })

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/multiplane/multiplane/events"
+	"github.com/multiplane/multiplane/evidence"
 	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/planes"
@@ -25,6 +26,7 @@ type fabricDeps struct {
 	intents   *intents.Store
 	publisher *publish.Publisher
 	collector *telemetry.Collector
+	evidence  *evidence.Watcher
 	policy    policy.Config
 	// onTopology, if set, is called (it must not block) when the live view
 	// moves to a new topology revision.
@@ -71,6 +73,7 @@ func (f *fabricView) apply(snap *inventory.Snapshot) {
 	f.revision = snap.Revision
 	f.engine.SetTopology(snap.Topology, snap.Links)
 	f.collector.Reconcile(snap.Topology)
+	f.evidence.SetTopology(snap.Links)
 	f.publisher.Trigger()
 	if f.onTopology != nil {
 		f.onTopology()

@@ -1,0 +1,251 @@
+package evidence
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/multiplane/multiplane/contract"
+	"github.com/multiplane/multiplane/planes"
+)
+
+// Observer takes the evidence of every link (the health engine).
+type Observer interface {
+	ObserveEvidence(map[string]planes.LinkEvidence)
+}
+
+// Debounce is how long the watcher gathers status changes before it
+// judges again: a burst of agents reporting is judged once.
+const Debounce = 50 * time.Millisecond
+
+// Watcher follows the agents' statuses in etcd and gives the Observer
+// the links' evidence whenever it changes. It keeps a small report per
+// endpoint of the topology only: statuses of other names cost nothing.
+type Watcher struct {
+	cli    *clientv3.Client
+	obs    Observer
+	logger *slog.Logger
+	now    func() time.Time
+
+	invalid prometheus.Counter
+
+	mu      sync.Mutex
+	links   []planes.Link
+	known   map[string]bool   // endpoints of the topology
+	reports map[string]report // by endpoint
+	vouch   map[vouchKey]int
+	last    map[string]planes.LinkEvidence // as last given, for Since
+	dirty   chan struct{}
+	resync  chan struct{}
+}
+
+// New returns a watcher of cli's statuses feeding obs.
+func New(cli *clientv3.Client, obs Observer, logger *slog.Logger) *Watcher {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Watcher{cli: cli, obs: obs, logger: logger, now: time.Now,
+		invalid: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "multiplane", Subsystem: "evidence",
+			Name: "invalid_statuses_total", Help: "Agent statuses fabricd could not use as evidence (malformed, wrong name, newer schema, over the bounds)."}),
+		known: map[string]bool{}, reports: map[string]report{}, vouch: map[vouchKey]int{},
+		last: map[string]planes.LinkEvidence{}, dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1)}
+}
+
+// Collector returns the watcher's metrics.
+func (w *Watcher) Collector() prometheus.Collector { return w.invalid }
+
+// SetTopology sets the links to judge. Statuses of endpoints new to the
+// topology are read again from etcd.
+func (w *Watcher) SetTopology(links []planes.Link) {
+	w.mu.Lock()
+	known := map[string]bool{}
+	added := false
+	for _, l := range links {
+		known[l.Endpoint] = true
+		added = added || !w.known[l.Endpoint]
+	}
+	for name := range w.reports {
+		if !known[name] {
+			w.setLocked(name, nil)
+		}
+	}
+	w.links, w.known = links, known
+	w.mu.Unlock()
+	w.signal(w.dirty)
+	if added {
+		w.signal(w.resync)
+	}
+}
+
+func (w *Watcher) signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Run follows etcd until ctx ends, re-reading every status after a broken
+// watch.
+func (w *Watcher) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { w.publish(ctx) })
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := w.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errResync) {
+			wait = 100 * time.Millisecond
+			continue
+		}
+		w.logger.Warn("status watch broken; reading every status again", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait/2 + rand.N(wait/2+1)):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+var errResync = errors.New("evidence: topology gained endpoints")
+
+// follow reads every status, then applies changes until the watch breaks.
+func (w *Watcher) follow(ctx context.Context) error {
+	select {
+	case <-w.resync: // this read covers it
+	default:
+	}
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	resp, err := w.cli.Get(gctx, contract.PrefixStatus, clientv3.WithPrefix())
+	cancel()
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	seen := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		name := strings.TrimPrefix(string(kv.Key), contract.PrefixStatus)
+		seen[name] = true
+		w.putLocked(name, kv.Value)
+	}
+	for name := range w.reports {
+		if !seen[name] {
+			w.setLocked(name, nil)
+		}
+	}
+	w.mu.Unlock()
+	w.signal(w.dirty)
+
+	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer stop()
+	wch := w.cli.Watch(wctx, contract.PrefixStatus, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.resync:
+			return errResync
+		case wr, ok := <-wch:
+			if !ok {
+				return errors.New("evidence: watch closed")
+			}
+			if err := wr.Err(); err != nil {
+				return err
+			}
+			w.mu.Lock()
+			for _, ev := range wr.Events {
+				name := strings.TrimPrefix(string(ev.Kv.Key), contract.PrefixStatus)
+				if ev.Type == mvccpb.DELETE {
+					w.setLocked(name, nil)
+				} else {
+					w.putLocked(name, ev.Kv.Value)
+				}
+			}
+			w.mu.Unlock()
+			w.signal(w.dirty)
+		}
+	}
+}
+
+// putLocked parses endpoint's status; one that cannot be used takes its
+// evidence away (the agent's word is no longer known). w.mu held.
+func (w *Watcher) putLocked(name string, data []byte) {
+	if !w.known[name] {
+		return
+	}
+	st, err := contract.ParseStatus(name, data)
+	if err != nil {
+		w.invalid.Inc()
+		w.logger.Warn("agent status not used as evidence", "endpoint", name, "err", err)
+		w.setLocked(name, nil)
+		return
+	}
+	w.setLocked(name, newReport(st))
+}
+
+// setLocked replaces endpoint's report (nil: none), keeping the vouch
+// counts; w.mu held.
+func (w *Watcher) setLocked(name string, r report) {
+	if old, ok := w.reports[name]; ok {
+		old.vouches(func(k vouchKey) {
+			if w.vouch[k]--; w.vouch[k] <= 0 {
+				delete(w.vouch, k)
+			}
+		})
+		delete(w.reports, name)
+	}
+	if r != nil {
+		w.reports[name] = r
+		r.vouches(func(k vouchKey) { w.vouch[k]++ })
+	}
+}
+
+// publish judges after each burst of changes and hands the result on.
+func (w *Watcher) publish(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.dirty:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(Debounce):
+		}
+		w.obs.ObserveEvidence(w.judge())
+	}
+}
+
+// judge returns every link's evidence, keeping Since while a verdict holds.
+func (w *Watcher) judge() map[string]planes.LinkEvidence {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now()
+	ev := Judge(w.links, w.reports, w.vouch)
+	for name, e := range ev {
+		if prev, ok := w.last[name]; ok && prev.State == e.State {
+			e.Since = prev.Since
+		} else {
+			e.Since = now
+		}
+		ev[name] = e
+	}
+	w.last = ev
+	out := make(map[string]planes.LinkEvidence, len(ev))
+	for k, v := range ev {
+		out[k] = v
+	}
+	return out
+}
