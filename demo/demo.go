@@ -50,6 +50,24 @@ type Config struct {
 	// NoHosts starts the fabric, switches and fabricd only: no transports,
 	// agents or traffic (tests bring their own).
 	NoHosts bool
+	// Ring sends from every host to the next (the last to the first), so
+	// each host sends to one peer and receives from another; the default
+	// is pairs, host-a→host-b, host-c→host-d, ...
+	Ring bool
+}
+
+// flows are the (sender, receiver) host pairs of the traffic.
+func (c Config) flows() [][2]int {
+	var out [][2]int
+	for h := 0; h < c.Hosts; h++ {
+		switch {
+		case c.Ring:
+			out = append(out, [2]int{h, (h + 1) % c.Hosts})
+		case h%2 == 0:
+			out = append(out, [2]int{h, h + 1})
+		}
+	}
+	return out
 }
 
 // DefaultConfig returns the `make demo` settings.
@@ -184,7 +202,7 @@ func planeStates(ctx context.Context, fd *fabricdproc.Proc) string {
 	return strings.Join(out, " ")
 }
 
-// report prints goodput per pair, traffic per plane and plane states.
+// report prints goodput per flow, traffic per plane and plane states.
 func (tr *traffic) report(ctx context.Context, fd *fabricdproc.Proc) {
 	t := time.NewTicker(tr.cfg.Report)
 	defer t.Stop()
@@ -198,10 +216,10 @@ func (tr *traffic) report(ctx context.Context, fd *fabricdproc.Proc) {
 		}
 		tr.mu.Lock()
 		line := ""
-		for h := 1; h < tr.cfg.Hosts; h += 2 {
-			got := tr.bytes[h]
-			line += fmt.Sprintf("%s→%s %6.1f Mbit/s  ", hostName(h-1), hostName(h), float64(got-last[h])*8/tr.cfg.Report.Seconds()/1e6)
-			last[h] = got
+		for _, f := range tr.cfg.flows() {
+			got := tr.bytes[f[1]]
+			line += fmt.Sprintf("%s→%s %6.1f Mbit/s  ", hostName(f[0]), hostName(f[1]), float64(got-last[f[1]])*8/tr.cfg.Report.Seconds()/1e6)
+			last[f[1]] = got
 		}
 		tr.mu.Unlock()
 		line += "| Mbit/s per plane:"

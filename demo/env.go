@@ -141,9 +141,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (env *Env, err 
 		e.wg.Go(func() { a.Run(e.ctx) })
 	}
 	e.traffic = &traffic{cfg: cfg, fab: e.Fabric, hosts: e.Transports, logger: logger}
-	for h := 0; h < cfg.Hosts; h += 2 {
-		e.wg.Go(func() { e.traffic.receive(e.ctx, h+1) })
-		e.wg.Go(func() { e.traffic.send(e.ctx, h, h+1) })
+	for _, f := range cfg.flows() {
+		e.wg.Go(func() { e.traffic.receive(e.ctx, f[1]) })
+		e.wg.Go(func() { e.traffic.send(e.ctx, f[0], f[1]) })
 	}
 	return e, nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/multiplane/multiplane/store/pgcluster"
 )
 
-func startEnv(t *testing.T, etcd []string) *demo.Env {
+func startEnv(t *testing.T, etcd []string, mutate ...func(*demo.Config)) *demo.Env {
 	t.Helper()
 	_, err := pgcluster.FindBinDir()
 	testenv.Require(t, err == nil, "needs PostgreSQL server binaries (Debian package postgresql)")
@@ -27,6 +27,9 @@ func startEnv(t *testing.T, etcd []string) *demo.Env {
 	cfg.FailPlane, cfg.Out = -1, io.Discard
 	cfg.EtcdEndpoints = etcd
 	cfg.FabricdArgs = []string{"--log-level", "warn"}
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	env, err := demo.Start(testenv.Context(t), cfg, testenv.Logger(t).With("env", "integration"))
 	if err != nil {
 		t.Fatal(err)
