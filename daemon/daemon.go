@@ -116,6 +116,9 @@ func (c *Config) AdminTokenPath() string { return filepath.Join(c.DataDir, "admi
 // Run starts fabricd and blocks until ctx ends, then shuts down cleanly.
 // Start-up errors are returned at once, after undoing what had started.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
+	if err := cfg.Etcd.Validate(); err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("fabricd: data dir: %w", err)
 	}

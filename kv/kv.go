@@ -96,6 +96,21 @@ func (c *Config) Beyond() (bool, error) {
 	return !ip.IsLoopback(), nil
 }
 
+// Validate checks the settings that can be judged before anything starts:
+// a well-formed --etcd-listen, and the URL agents are given when the
+// embedded etcd listens on every address (fabricd cannot guess it).
+func (c *Config) Validate() error {
+	if _, err := c.Beyond(); err != nil {
+		return err
+	}
+	if len(c.Endpoints) == 0 && c.Listen != "" && c.Advertise == "" {
+		if _, err := c.AdvertiseURLs(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // AdvertiseURLs are the etcd URLs enrolled endpoints are given.
 func (c *Config) AdvertiseURLs() ([]string, error) {
 	if len(c.Endpoints) > 0 && c.Advertise == "" {

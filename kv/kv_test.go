@@ -50,3 +50,25 @@ func TestExternalUnreachable(t *testing.T) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
 }
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg kv.Config
+		ok  bool
+	}{
+		{kv.Config{}, true},
+		{kv.Config{Listen: "10.0.0.1:2379"}, true},
+		{kv.Config{Listen: "127.0.0.1:2379"}, true},
+		{kv.Config{Listen: "0.0.0.0:2379", Advertise: "https://10.0.0.1:2379"}, true},
+		{kv.Config{Endpoints: []string{"https://etcd:2379"}}, true}, // enrollment off, nothing more
+		{kv.Config{Listen: "0.0.0.0:2379"}, false},                  // which address do agents get?
+		{kv.Config{Listen: "[::]:2379"}, false},
+		{kv.Config{Listen: "etcd.local:2379"}, false},
+		{kv.Config{Listen: "10.0.0.1:0"}, false},
+		{kv.Config{Listen: "10.0.0.1"}, false},
+	} {
+		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
+			t.Errorf("Validate(%+v) = %v, want ok %v", tc.cfg, err, tc.ok)
+		}
+	}
+}
