@@ -439,15 +439,21 @@ func TestEnrolledEndpointsOnANamespaceFabric(t *testing.T) {
 		t.Errorf("revoked host-a applied generation %d: %+v", w.TargetGeneration, w)
 	}
 
-	// host-a enrolls again with a new token; its old certificate stays
-	// revoked although its etcd user is back.
+	// host-a enrolls again with a new token into its state directory: its
+	// running agent takes the new certificate and catches up; the old
+	// certificate stays revoked although its etcd user is back.
 	old := e.etcdAs(a, e.dirs[a]) // the revoked credentials, on a new connection
-	if out, err := e.enroll(ctx, a, e.names[a], filepath.Join(t.TempDir(), "again"), e.mint(ctx, e.names[a], 600)); err != nil {
+	if out, err := e.enroll(ctx, a, e.names[a], e.dirs[a], e.mint(ctx, e.names[a], 600)); err != nil {
 		t.Fatalf("enroll host-a again: %v\n%s", err, out)
 	}
+	reenrolled := time.Now()
 	if _, err := old.Get(shortCtx(t), contract.KeyEndpoint(e.names[a])); err == nil {
 		t.Error("host-a's revoked certificate reads etcd after host-a enrolled again")
 	}
+	testutil.WaitFor(t, 30*time.Second, "host-a's running agent back on its new certificate", func() bool {
+		return appliedBy(e.convergence(ctx), before+1, e.names[a])
+	})
+	t.Logf("host-a's running agent applied the current generation %v after enrolling again", time.Since(reenrolled).Round(time.Millisecond))
 
 	// Traffic ran between the hosts throughout.
 	if err := client.Wait(); err != nil {

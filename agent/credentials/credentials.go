@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -376,32 +377,72 @@ func (id *Identity) Renew(ctx context.Context) error {
 	return nil
 }
 
+// Reload reads the credentials in the state directory again and takes
+// them when their certificate differs from the one in use (the host
+// enrolled again, after a revocation, while the agent ran): new
+// connections present it. It reports whether it changed anything.
+func (id *Identity) Reload() (bool, error) {
+	fresh, err := Load(id.dir)
+	if err != nil {
+		return false, err
+	}
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if bytes.Equal(fresh.leaf.Raw, id.leaf.Raw) {
+		return false, nil
+	}
+	if fresh.info.Endpoint != id.info.Endpoint {
+		return false, fmt.Errorf("credentials: %s now holds endpoint %q's credentials, not %q's: restart the agent to change its name",
+			id.dir, fresh.info.Endpoint, id.info.Endpoint)
+	}
+	id.info, id.cert, id.leaf = fresh.info, fresh.cert, fresh.leaf
+	return true, nil
+}
+
+// FileCheckInterval is how often RenewLoop looks for new credentials in
+// the state directory.
+var FileCheckInterval = 5 * time.Second
+
 // RenewLoop renews the certificate at RenewAt, retrying failures every
-// retry (a minute when 0), until ctx ends. onErr, if set, is told of each
-// failure.
-func (id *Identity) RenewLoop(ctx context.Context, retry time.Duration, onErr func(error)) {
+// retry (a minute when 0), and takes credentials written to the state
+// directory meanwhile (Reload), until ctx ends. It logs what it does.
+func (id *Identity) RenewLoop(ctx context.Context, retry time.Duration, logger *slog.Logger) {
 	if retry <= 0 {
 		retry = time.Minute
 	}
+	retryAt := time.Time{}
+	check := time.NewTicker(FileCheckInterval)
+	defer check.Stop()
 	for {
-		wait := time.Until(id.RenewAt())
+		at := id.RenewAt()
+		if retryAt.After(at) {
+			at = retryAt
+		}
+		renew := time.NewTimer(time.Until(at))
 		select {
 		case <-ctx.Done():
+			renew.Stop()
 			return
-		case <-time.After(wait):
-		}
-		if err := id.Renew(ctx); err != nil {
-			if ctx.Err() != nil {
-				return
+		case <-check.C:
+			renew.Stop()
+			changed, err := id.Reload()
+			switch {
+			case err != nil:
+				logger.Warn("stored credentials not reloaded", "dir", id.dir, "err", err)
+			case changed:
+				retryAt = time.Time{}
+				logger.Info("credentials reloaded from the state directory", "dir", id.dir, "certificate_expires", id.Expiry())
 			}
-			if onErr != nil {
-				onErr(err)
+		case <-renew.C:
+			if err := id.Renew(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				logger.Warn("certificate renewal failed; retrying", "err", err, "retry_in", retry)
+				retryAt = time.Now().Add(retry)
+				continue
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(retry):
-			}
+			retryAt = time.Time{}
 		}
 	}
 }

@@ -19,20 +19,62 @@ func stored(t *testing.T, ttl time.Duration) (string, *pki.CA) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir := t.TempDir()
+	storeIn(t, dir, ca, "host-a", ttl)
+	return dir, ca
+}
+
+// storeIn saves credentials of endpoint, issued by ca, in dir.
+func storeIn(t *testing.T, dir string, ca *pki.CA, endpoint string, ttl time.Duration) {
+	t.Helper()
 	key, _ := pki.NewKey()
-	csr, _ := pki.NewCSR(key, "host-a")
-	_, certPEM, err := ca.SignCSR(csr, "host-a", ttl)
+	csr, _ := pki.NewCSR(key, endpoint)
+	_, certPEM, err := ca.SignCSR(csr, endpoint, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	keyPEM, _ := pki.EncodeKey(key)
-	dir := t.TempDir()
-	creds := contract.Credentials{Endpoint: "host-a", Certificate: string(certPEM), CA: string(ca.CertPEM),
-		CAFingerprint: ca.Fingerprint(), EtcdEndpoints: []string{"https://10.0.0.1:2379"}, EtcdUser: "host-a"}
+	creds := contract.Credentials{Endpoint: endpoint, Certificate: string(certPEM), CA: string(ca.CertPEM),
+		CAFingerprint: ca.Fingerprint(), EtcdEndpoints: []string{"https://10.0.0.1:2379"}, EtcdUser: endpoint}
 	if err := save(dir, "https://10.0.0.1:8443", creds, keyPEM); err != nil {
 		t.Fatal(err)
 	}
-	return dir, ca
+}
+
+// A host enrolled again while its agent runs: Reload takes the new
+// certificate for new connections; nothing new, or another endpoint's
+// credentials, changes nothing.
+func TestReloadTakesNewCredentials(t *testing.T) {
+	dir, ca := stored(t, time.Hour)
+	id, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := id.TLSConfig() // a client made before the reload
+	serial := func() string {
+		c, _ := cfg.GetClientCertificate(&tls.CertificateRequestInfo{})
+		leaf, _ := x509.ParseCertificate(c.Certificate[0])
+		return leaf.SerialNumber.String()
+	}
+	before := serial()
+	if changed, err := id.Reload(); changed || err != nil {
+		t.Fatalf("Reload with nothing new = %v, %v", changed, err)
+	}
+	storeIn(t, dir, ca, "host-a", 2*time.Hour)
+	if changed, err := id.Reload(); !changed || err != nil {
+		t.Fatalf("Reload after enrolling again = %v, %v", changed, err)
+	}
+	if serial() == before {
+		t.Fatal("the client still presents the old certificate")
+	}
+	if d := time.Until(id.Expiry()); d < 110*time.Minute {
+		t.Fatalf("expiry in %v, want the new certificate's 2 h", d)
+	}
+	now := serial()
+	storeIn(t, dir, ca, "host-b", time.Hour)
+	if changed, err := id.Reload(); changed || err == nil || id.Endpoint() != "host-a" || serial() != now {
+		t.Fatalf("Reload of host-b's credentials = %v, %v; endpoint %s", changed, err, id.Endpoint())
+	}
 }
 
 func TestLoadAndRenewAtTwoThirdsFromArrival(t *testing.T) {

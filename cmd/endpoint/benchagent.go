@@ -48,7 +48,7 @@ func withAgent(ctx context.Context, cfg *bench.Config, acfg agent.Config, stderr
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if id != nil {
 		wg.Go(func() {
-			id.RenewLoop(agentCtx, time.Minute, func(err error) { logger.Warn("certificate renewal failed; retrying", "err", err) })
+			id.RenewLoop(agentCtx, time.Minute, logger)
 		})
 	}
 	cfg.OnTransport = func(t *transport.Transport) {

@@ -98,7 +98,7 @@ func runAgentContext(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if id != nil {
 		logger.Info("enrolled identity", "endpoint", id.Endpoint(), "etcd", id.EtcdEndpoints(), "certificate_expires", id.Expiry(), "renew_at", id.RenewAt())
-		go id.RenewLoop(ctx, time.Minute, func(err error) { logger.Warn("certificate renewal failed; retrying", "err", err) })
+		go id.RenewLoop(ctx, time.Minute, logger)
 	}
 	t, err := transport.Listen(transport.Config{Local: local, MaxDatagramSize: transport.ByteCount(mtu - 28), Logger: logger.With("component", "transport")})
 	if err != nil {
