@@ -54,11 +54,35 @@ type Laggard struct {
 
 // View is the fleet's convergence on the published generation.
 type View struct {
-	TargetGeneration uint64    `json:"target_generation"`
-	Endpoints        int       `json:"endpoints"`
-	Applied          int       `json:"applied"`
-	Reporting        int       `json:"reporting"`
-	Laggards         []Laggard `json:"laggards"`
+	TargetGeneration uint64 `json:"target_generation"`
+	Endpoints        int    `json:"endpoints"`
+	Applied          int    `json:"applied"`
+	Reporting        int    `json:"reporting"`
+	// Versions counts the reporting agents by the version they run
+	// (module version and commit), to follow a rolling upgrade; each
+	// endpoint's is in its status.
+	Versions map[string]int `json:"versions"`
+	Laggards []Laggard      `json:"laggards"`
+}
+
+// Bounds of View.Versions: an agent's word is shortened, and past
+// maxVersions-1 distinct ones the rest count as "other".
+const (
+	maxVersions   = 32
+	maxVersionLen = 64
+)
+
+func (v *View) countVersion(version string) {
+	switch {
+	case version == "":
+		version = "unknown"
+	case len(version) > maxVersionLen:
+		version = strings.ToValidUTF8(version[:maxVersionLen], "") + "…"
+	}
+	if _, ok := v.Versions[version]; !ok && len(v.Versions) >= maxVersions-1 { // leaves room for "other"
+		version = "other"
+	}
+	v.Versions[version]++
 }
 
 // maxLaggards bounds the list in a View.
@@ -69,7 +93,7 @@ const maxLaggards = 100
 // An endpoint whose own document is older than the target has converged
 // once it applied its own document's generation.
 func (r *Reader) Convergence(ctx context.Context, expected []string) (View, error) {
-	v := View{Laggards: []Laggard{}}
+	v := View{Laggards: []Laggard{}, Versions: map[string]int{}}
 	resp, err := r.cli.Txn(ctx).Then(
 		clientv3.OpGet(contract.KeyGeneration),
 		clientv3.OpGet(contract.PrefixStatus, clientv3.WithPrefix()),
@@ -108,6 +132,7 @@ func (r *Reader) Convergence(ctx context.Context, expected []string) (View, erro
 		st, ok := statuses[name]
 		if ok {
 			v.Reporting++
+			v.countVersion(st.Version)
 		}
 		need := min(docGen[name], v.TargetGeneration)
 		if ok && st.AppliedGeneration >= need && need > 0 {
