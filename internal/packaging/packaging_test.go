@@ -88,3 +88,43 @@ func TestUnitsVerifyAndAreHardened(t *testing.T) {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// TestPostinstCreatesStateDirectories runs the postinst script with the
+// commands it calls replaced by ones that record their arguments: it adds
+// the user on a fresh host only, and creates the state directories the
+// enrollment step writes to, owned by that user, before any unit starts.
+func TestPostinstCreatesStateDirectories(t *testing.T) {
+	sh := testenv.RequireCommand(t, "sh")
+	stubs, log := t.TempDir(), filepath.Join(t.TempDir(), "calls")
+	for name, code := range map[string]string{"getent": "exit ${GETENT_CODE:-2}", "adduser": "", "install": "", "systemctl": ""} {
+		script := "#!/bin/sh\necho \"" + name + " $*\" >> " + log + "\n" + code + "\n"
+		if err := os.WriteFile(filepath.Join(stubs, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, fresh := range []bool{true, false} {
+		os.Remove(log)
+		cmd := exec.Command(sh, filepath.Join(repo, "deploy", "packaging", "postinst.sh"), "configure")
+		cmd.Env = []string{"PATH=" + stubs}
+		if !fresh {
+			cmd.Env = append(cmd.Env, "GETENT_CODE=0")
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("postinst: %v\n%s", err, out)
+		}
+		data, _ := os.ReadFile(log)
+		calls := string(data)
+		for _, want := range []string{
+			"install -d -o multiplane -g multiplane -m 0755 /var/lib/multiplane\n",
+			"install -d -o multiplane -g multiplane -m 0700 /var/lib/multiplane/endpoint\n",
+			"install -d -o multiplane -g multiplane -m 0700 /var/lib/multiplane/fabricd\n",
+		} {
+			if !strings.Contains(calls, want) {
+				t.Errorf("postinst did not run %q; it ran:\n%s", strings.TrimSpace(want), calls)
+			}
+		}
+		if strings.Contains(calls, "adduser") != fresh {
+			t.Errorf("fresh host %v, calls:\n%s", fresh, calls)
+		}
+	}
+}

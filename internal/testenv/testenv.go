@@ -32,7 +32,7 @@ func Require(t testing.TB, ok bool, why string) {
 	if InCI() {
 		t.Fatalf("requirement not met in CI (CI=true): %s", why)
 	}
-	t.Skipf("skipping: %s (set up the machine with `make deps`; with CI=true this fails)", why)
+	t.Skipf("skipping: %s (set up the machine with `make deps-test`; with CI=true this fails)", why)
 }
 
 // RequireRoot requires effective uid 0.
