@@ -117,23 +117,45 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.running.Store(false)
 	a.applyLKG()
 
-	cli := a.cfg.Client
-	if cli == nil {
-		var err error
-		if cli, err = a.dial(ctx); err != nil {
+	if a.cfg.Client != nil {
+		a.follow(ctx, a.cfg.Client)
+		return nil
+	}
+	for {
+		cli, err := a.dial(ctx)
+		if err != nil {
 			return err
 		}
-		defer cli.Close()
+		var redial <-chan struct{}
+		if a.cfg.Redial != nil {
+			redial = a.cfg.Redial()
+		}
+		fctx, stop := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-redial:
+				stop()
+			case <-fctx.Done():
+			}
+		}()
+		a.follow(fctx, cli)
+		stop()
+		cli.Close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		// A connection keeps the certificate it was made with: new
+		// credentials (enrolled again after a revocation) need new ones.
+		a.logger.Info("credentials replaced; reconnecting to etcd")
 	}
+}
+
+// follow watches and reports over cli until ctx ends.
+func (a *Agent) follow(ctx context.Context, cli *clientv3.Client) {
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		a.reportLoop(ctx, cli)
-	}()
+	wg.Go(func() { a.reportLoop(ctx, cli) })
 	a.watchLoop(ctx, cli)
 	wg.Wait()
-	return nil
 }
 
 // dial creates a client; it does not wait for etcd to answer.

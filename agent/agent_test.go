@@ -224,6 +224,37 @@ func TestSurvivesCompactionWhileDisconnected(t *testing.T) {
 	testutil.WaitFor(t, wait, "generation 4 applied", func() bool { return rec.last() == 4 })
 }
 
+// Credentials replaced while the agent runs (a host enrolled again after a
+// revocation: etcd refuses the old certificate on the open connection):
+// the agent drops its client and connects again, and keeps following.
+func TestRedialsWhenCredentialsReplaced(t *testing.T) {
+	s := kvtest.New(t)
+	proxy := newCutProxy(t, s.Endpoints()[0])
+	rec := &recorder{}
+	var mu sync.Mutex
+	replaced := make(chan struct{})
+	redial := func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return replaced }
+	a := newAgent(t, Config{Endpoint: "host-a", EtcdEndpoints: []string{proxy.URL()}, Planes: 4, Redial: redial}, rec)
+	putDoc(t, s.Client, doc("host-a", 1))
+	putGen(t, s.Client, 1)
+	start(t, a)
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	dials := proxy.Dials()
+
+	mu.Lock()
+	close(replaced)
+	replaced = make(chan struct{})
+	mu.Unlock()
+	testutil.WaitFor(t, wait, "a new connection to etcd", func() bool { return proxy.Dials() > dials })
+	putDoc(t, s.Client, doc("host-a", 2))
+	putGen(t, s.Client, 2)
+	testutil.WaitFor(t, wait, "generation 2 applied on the new connection", func() bool { return rec.last() == 2 })
+	testutil.WaitFor(t, wait, "the status reported again", func() bool {
+		st, _, ok := getStatus(t, s.Client, "host-a")
+		return ok && st.AppliedGeneration == 2
+	})
+}
+
 // A cut connection without compaction: the watch resumes from its revision
 // and delivers what was written meanwhile.
 func TestReconnectDoesNotMissUpdates(t *testing.T) {

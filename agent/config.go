@@ -41,6 +41,10 @@ type Config struct {
 	// EtcdTLS, when set, is the TLS configuration to etcd (an enrolled
 	// endpoint's, credentials.Identity.TLSConfig); it overrides the files.
 	EtcdTLS *tls.Config
+	// Redial, if set, returns a channel that closes when the agent should
+	// reconnect to etcd with a new client (the credentials behind EtcdTLS
+	// were replaced: credentials.Identity.Replaced); ignored with Client.
+	Redial func() <-chan struct{}
 	// Client is a ready etcd client shared with other agents; the agent
 	// does not close it. When nil the agent opens (and closes) its own.
 	Client *clientv3.Client

@@ -169,6 +169,7 @@ type cutProxy struct {
 	cut    bool
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
+	dials  int // connections accepted
 }
 
 func newCutProxy(t testing.TB, targetURL string) *cutProxy {
@@ -190,6 +191,13 @@ func newCutProxy(t testing.TB, targetURL string) *cutProxy {
 
 func (p *cutProxy) URL() string { return "http://" + p.ln.Addr().String() }
 
+// Dials is how many connections the proxy accepted.
+func (p *cutProxy) Dials() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dials
+}
+
 func (p *cutProxy) serve() {
 	defer p.wg.Done()
 	for {
@@ -210,6 +218,7 @@ func (p *cutProxy) serve() {
 			continue
 		}
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.dials++
 		p.wg.Add(2)
 		p.mu.Unlock()
 		go p.pipe(c, up)

@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -254,9 +255,11 @@ type Identity struct {
 	info info
 	ca   *x509.CertPool
 
-	mu   sync.Mutex
-	cert *tls.Certificate
-	leaf *x509.Certificate
+	mu       sync.Mutex
+	cert     *tls.Certificate
+	leaf     *x509.Certificate
+	replaced chan struct{} // closed when Reload takes new credentials
+	lastErr  string        // of Reload, logged once
 }
 
 // Load reads the credentials in dir.
@@ -268,7 +271,7 @@ func Load(dir string) (*Identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("credentials: %w", err)
 	}
-	id := &Identity{dir: dir}
+	id := &Identity{dir: dir, replaced: make(chan struct{})}
 	if err := json.Unmarshal(data, &id.info); err != nil {
 		return nil, fmt.Errorf("credentials: %s: %w", FileInfo, err)
 	}
@@ -378,9 +381,11 @@ func (id *Identity) Renew(ctx context.Context) error {
 }
 
 // Reload reads the credentials in the state directory again and takes
-// them when their certificate differs from the one in use (the host
-// enrolled again, after a revocation, while the agent ran): new
-// connections present it. It reports whether it changed anything.
+// them when they differ from those in use (the host enrolled again, after
+// a revocation, while the agent ran): new connections present them, and
+// Replaced's channel closes, so that clients connected with the old
+// certificate can reconnect. It reports whether it changed anything.
+// Credentials of another endpoint or another CA need a restart.
 func (id *Identity) Reload() (bool, error) {
 	fresh, err := Load(id.dir)
 	if err != nil {
@@ -388,15 +393,28 @@ func (id *Identity) Reload() (bool, error) {
 	}
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	if bytes.Equal(fresh.leaf.Raw, id.leaf.Raw) {
+	if bytes.Equal(fresh.leaf.Raw, id.leaf.Raw) && reflect.DeepEqual(fresh.info, id.info) {
 		return false, nil
 	}
 	if fresh.info.Endpoint != id.info.Endpoint {
 		return false, fmt.Errorf("credentials: %s now holds endpoint %q's credentials, not %q's: restart the agent to change its name",
 			id.dir, fresh.info.Endpoint, id.info.Endpoint)
 	}
+	if fresh.info.CAFingerprint != id.info.CAFingerprint {
+		return false, fmt.Errorf("credentials: %s now trusts another CA (%s): restart the agent to use it", id.dir, fresh.info.CAFingerprint)
+	}
 	id.info, id.cert, id.leaf = fresh.info, fresh.cert, fresh.leaf
+	close(id.replaced)
+	id.replaced = make(chan struct{})
 	return true, nil
+}
+
+// Replaced returns a channel that closes when Reload next takes new
+// credentials.
+func (id *Identity) Replaced() <-chan struct{} {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.replaced
 }
 
 // FileCheckInterval is how often RenewLoop looks for new credentials in
@@ -426,8 +444,16 @@ func (id *Identity) RenewLoop(ctx context.Context, retry time.Duration, logger *
 		case <-check.C:
 			renew.Stop()
 			changed, err := id.Reload()
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			}
+			id.mu.Lock()
+			repeated := msg == id.lastErr
+			id.lastErr = msg
+			id.mu.Unlock()
 			switch {
-			case err != nil:
+			case err != nil && !repeated: // once per distinct error, not every check
 				logger.Warn("stored credentials not reloaded", "dir", id.dir, "err", err)
 			case changed:
 				retryAt = time.Time{}

@@ -60,9 +60,15 @@ func TestReloadTakesNewCredentials(t *testing.T) {
 	if changed, err := id.Reload(); changed || err != nil {
 		t.Fatalf("Reload with nothing new = %v, %v", changed, err)
 	}
+	replaced := id.Replaced()
 	storeIn(t, dir, ca, "host-a", 2*time.Hour)
 	if changed, err := id.Reload(); !changed || err != nil {
 		t.Fatalf("Reload after enrolling again = %v, %v", changed, err)
+	}
+	select {
+	case <-replaced:
+	default:
+		t.Fatal("Replaced's channel did not close")
 	}
 	if serial() == before {
 		t.Fatal("the client still presents the old certificate")
@@ -74,6 +80,14 @@ func TestReloadTakesNewCredentials(t *testing.T) {
 	storeIn(t, dir, ca, "host-b", time.Hour)
 	if changed, err := id.Reload(); changed || err == nil || id.Endpoint() != "host-a" || serial() != now {
 		t.Fatalf("Reload of host-b's credentials = %v, %v; endpoint %s", changed, err, id.Endpoint())
+	}
+	other, err := pki.LoadOrCreate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeIn(t, dir, other, "host-a", time.Hour)
+	if changed, err := id.Reload(); changed || err == nil || serial() != now {
+		t.Fatalf("Reload of credentials from another CA = %v, %v", changed, err)
 	}
 }
 

@@ -147,7 +147,7 @@ func useEnrollment(acfg *agent.Config) (*credentials.Identity, error) {
 	if acfg.Endpoint != "" && acfg.Endpoint != id.Endpoint() {
 		return nil, fmt.Errorf("--name %q, but %s holds the credentials of %q", acfg.Endpoint, acfg.StateDir, id.Endpoint())
 	}
-	acfg.Endpoint, acfg.EtcdEndpoints, acfg.EtcdTLS = id.Endpoint(), id.EtcdEndpoints(), id.TLSConfig()
+	acfg.Endpoint, acfg.EtcdEndpoints, acfg.EtcdTLS, acfg.Redial = id.Endpoint(), id.EtcdEndpoints(), id.TLSConfig(), id.Replaced
 	return id, nil
 }
 
