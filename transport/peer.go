@@ -90,9 +90,9 @@ type sharedPath struct {
 }
 
 // peerPlane is a peer's evidence on one plane: times since the epoch, 0
-// for never. unacked is the first data send after the last acknowledgement
-// (at or before acked: nothing waits).
-type peerPlane struct{ heard, acked, unacked atomic.Int64 }
+// for never. sent is the last data send on the plane; unacked the first
+// since the last acknowledgement (at or before acked: nothing waits).
+type peerPlane struct{ heard, acked, unacked, sent atomic.Int64 }
 
 // mark stores d in v unless v is less than heardGranularity older.
 func mark(v *atomic.Int64, d time.Duration) {
@@ -150,24 +150,35 @@ func (p *peer) markHeard(d time.Duration, plane int) {
 }
 
 // markSent records that data left on plane at d: the first send since the
-// plane's last acknowledgement starts its wait. Two loads per datagram; a
-// store only once per acknowledgement.
+// plane's last acknowledgement starts its wait. Three loads per datagram;
+// stores once per millisecond and once per acknowledgement.
 func (p *peer) markSent(d time.Duration, plane int) {
 	r := p.root()
 	if plane < 0 || plane >= len(r.planes) {
 		return
 	}
 	pp := &r.planes[plane]
+	mark(&pp.sent, d)
 	if u := pp.unacked.Load(); u == 0 || u <= pp.acked.Load() {
 		pp.unacked.Store(int64(d))
 	}
 }
 
-// markAcked records that data sent on plane was acknowledged at d.
+// markAcked records that data sent on plane was acknowledged at d. An
+// acknowledgement that ends a wait is always stored (mark's granularity
+// would leave the wait open: the last ACKs of a burst come within a
+// millisecond of each other).
 func (p *peer) markAcked(d time.Duration, plane int) {
-	if r := p.root(); plane >= 0 && plane < len(r.planes) {
-		mark(&r.planes[plane].acked, d)
+	r := p.root()
+	if plane < 0 || plane >= len(r.planes) {
+		return
 	}
+	pp := &r.planes[plane]
+	if pp.unacked.Load() > pp.acked.Load() {
+		pp.acked.Store(int64(d))
+		return
+	}
+	mark(&pp.acked, d)
 }
 
 // lastHeard returns when the peer was last heard (time since the epoch).
@@ -233,7 +244,7 @@ func (t *Transport) mergePeer(p, into *peer) {
 	}
 	for i := range min(len(p.planes), len(into.planes)) {
 		a, b := &p.planes[i], &into.planes[i]
-		for _, v := range [][2]*atomic.Int64{{&a.heard, &b.heard}, {&a.acked, &b.acked}, {&a.unacked, &b.unacked}} {
+		for _, v := range [][2]*atomic.Int64{{&a.heard, &b.heard}, {&a.acked, &b.acked}, {&a.unacked, &b.unacked}, {&a.sent, &b.sent}} {
 			if h := v[0].Load(); h > v[1].Load() {
 				v[1].Store(h)
 			}

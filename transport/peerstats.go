@@ -18,9 +18,10 @@ type PeerPlane struct {
 	// never).
 	Heard, Acked time.Time
 	// Unacked is when the oldest data sent on the plane and not yet
-	// acknowledged left (zero: nothing waits). Long ago with the peer
-	// heard elsewhere: the plane does not carry this endpoint's data.
-	Unacked time.Time
+	// acknowledged left (zero: nothing waits); Sent when data last left on
+	// it. Data still sent long after Unacked, with the peer heard
+	// elsewhere: the plane does not carry this endpoint's data.
+	Unacked, Sent time.Time
 	// SmoothedRTT is the smallest over the peer's paths on the plane (0:
 	// no sample).
 	SmoothedRTT time.Duration
@@ -65,7 +66,7 @@ func (t *Transport) Peers() []PeerStats {
 			if unacked <= acked {
 				unacked = 0
 			}
-			ps.Planes[i] = PeerPlane{Plane: i, Heard: at(pp.heard.Load()), Acked: at(acked), Unacked: at(unacked)}
+			ps.Planes[i] = PeerPlane{Plane: i, Heard: at(pp.heard.Load()), Acked: at(acked), Unacked: at(unacked), Sent: at(pp.sent.Load())}
 		}
 		for _, a := range addrs[r] {
 			if a.plane < len(ps.Planes) && !ps.Planes[a.plane].Addr.IsValid() {

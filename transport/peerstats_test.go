@@ -88,3 +88,39 @@ func TestPeersReportPerPlaneEvidence(t *testing.T) {
 		t.Fatalf("plane 0 works, but its data has waited since %v", u)
 	}
 }
+
+// TestPeersIdleConnectionWaitsOnNoPlane: once a burst is delivered and the
+// connection idles, no plane shows data waiting for an acknowledgement
+// (the last ACKs of a burst, less than a millisecond apart, end the wait).
+func TestPeersIdleConnectionWaitsOnNoPlane(t *testing.T) {
+	fp := startFabric(t, planesOf(3, userspace.PlaneConfig{RateBps: 500e6}), Config{PollMode: PollBlocking})
+	ctx := testenv.Context(t)
+	msg := make([]byte, 64<<10)
+	for range 3 {
+		for range 20 {
+			if err := fp.ca.Send(ctx, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 20 {
+			if _, err := fp.cb.Recv(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var p PeerStats
+		testutil.WaitFor(t, 5*time.Second, "no plane waiting once the burst is delivered", func() bool {
+			p = fp.a.Peers()[0]
+			for _, pl := range p.Planes {
+				if !pl.Unacked.IsZero() {
+					return false
+				}
+			}
+			return true
+		})
+		for _, pl := range p.Planes {
+			if pl.Sent.IsZero() || pl.Acked.Before(pl.Sent) {
+				t.Fatalf("plane %d: sent %v, acknowledged %v: the last send is not acknowledged", pl.Plane, pl.Sent, pl.Acked)
+			}
+		}
+	}
+}
