@@ -20,9 +20,9 @@ type Evidence struct {
 	// it, within Window is reachable there; a peer not heard on any plane
 	// within Window is left out (idle or gone: no evidence either way).
 	Window time.Duration
-	// WaitLimit: a peer is unreachable on a plane when data sent there
-	// has waited longer than this for an acknowledgement while the peer
-	// was heard on another plane.
+	// WaitLimit: a peer is unreachable on a plane when data is still sent
+	// there more than this after the oldest unacknowledged send, while
+	// the peer is heard on another plane.
 	WaitLimit time.Duration
 }
 
@@ -31,15 +31,18 @@ type Evidence struct {
 var DefaultEvidence = Evidence{Window: 2 * time.Second, WaitLimit: 500 * time.Millisecond}
 
 // Judge returns, per local plane (by index), the reachable and unreachable
-// peers at now, unreachable ones first, the list capped at
-// contract.MaxPeersPerPlane (the counts are not capped).
+// peers at now, unreachable ones first, the list capped at ListPeers (the
+// counts are not capped).
 func (e Evidence) Judge(peers []transport.PeerStats, planes int, now time.Time) []contract.PathStatus {
 	out := make([]contract.PathStatus, planes)
 	within := func(at time.Time, d time.Duration) bool { return !at.IsZero() && now.Sub(at) <= d }
-	// failing reports whether pp's data waits past the limit while the
-	// peer is heard on another plane.
+	// failing reports whether data was still being sent on pp's plane
+	// lately, more than the wait limit after the oldest unacknowledged
+	// send there, while the peer is heard on another plane. An idle
+	// connection's last, lost datagram is no such evidence: nothing was
+	// sent after it.
 	failing := func(ps transport.PeerStats, pp transport.PeerPlane) bool {
-		if pp.Unacked.IsZero() || now.Sub(pp.Unacked) <= e.WaitLimit {
+		if pp.Unacked.IsZero() || pp.Sent.Sub(pp.Unacked) <= e.WaitLimit || !within(pp.Sent, e.Window) {
 			return false
 		}
 		for _, o := range ps.Planes {
@@ -104,17 +107,22 @@ func (e Evidence) Judge(peers []transport.PeerStats, planes int, now time.Time) 
 			}
 			return cmp.Compare(a.Address, b.Address)
 		})
-		if len(out[i].Peers) > contract.MaxPeersPerPlane {
-			out[i].Peers = out[i].Peers[:contract.MaxPeersPerPlane]
-		}
 		for _, p := range out[i].Peers {
-			if p.RTTMicros > 0 && (out[i].RTTMicros == 0 || p.RTTMicros < out[i].RTTMicros) {
+			if p.Reachable && p.RTTMicros > 0 && (out[i].RTTMicros == 0 || p.RTTMicros < out[i].RTTMicros) {
 				out[i].RTTMicros = p.RTTMicros
 			}
+		}
+		if len(out[i].Peers) > ListPeers {
+			out[i].Peers = out[i].Peers[:ListPeers]
 		}
 	}
 	return out
 }
+
+// ListPeers is how many peers a plane's status lists (unreachable ones
+// first): enough to name what fails, small enough that a status of 8
+// planes stays a few KiB (contract.MaxPeersPerPlane is what fabricd reads).
+const ListPeers = 16
 
 // failureMargin is how much later than a plane's failure started evidence
 // must be to show the plane works: datagrams in flight at the failure

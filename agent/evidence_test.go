@@ -18,7 +18,7 @@ func TestEvidenceJudge(t *testing.T) {
 	peers := []transport.PeerStats{
 		{Heard: ago(time.Millisecond), Planes: []transport.PeerPlane{
 			{Plane: 0, Addr: addr("10.0.0.2"), Heard: ago(time.Millisecond), Acked: ago(time.Millisecond), SmoothedRTT: 90 * time.Microsecond},
-			{Plane: 1, Addr: addr("10.1.0.2"), Heard: ago(900 * time.Millisecond), Acked: ago(900 * time.Millisecond), Unacked: ago(800 * time.Millisecond)},
+			{Plane: 1, Addr: addr("10.1.0.2"), Heard: ago(900 * time.Millisecond), Acked: ago(900 * time.Millisecond), Unacked: ago(800 * time.Millisecond), Sent: ago(10 * time.Millisecond)},
 		}},
 		{Heard: ago(5 * time.Second), Planes: []transport.PeerPlane{
 			{Plane: 0, Addr: addr("10.0.0.3"), Heard: ago(5 * time.Second), Unacked: ago(5 * time.Second)},
@@ -39,11 +39,14 @@ func TestEvidenceJudge(t *testing.T) {
 		t.Fatalf("Judge = %+v\nwant %+v", got, want)
 	}
 
-	// Waiting under the limit, or with the peer heard nowhere else, is no
-	// evidence against the plane.
+	// Waiting under the limit, with the peer heard nowhere else, or with
+	// nothing sent since the wait began (an idle connection whose last
+	// datagram was lost), or not lately, is no evidence against the plane.
 	for name, pl := range map[string][]transport.PeerPlane{
-		"under the wait limit": {{Plane: 0, Heard: ago(0)}, {Plane: 1, Unacked: ago(400 * time.Millisecond)}},
-		"heard on no other":    {{Plane: 0}, {Plane: 1, Heard: ago(0), Unacked: ago(time.Second)}},
+		"under the wait limit": {{Plane: 0, Heard: ago(0)}, {Plane: 1, Unacked: ago(400 * time.Millisecond), Sent: ago(0)}},
+		"heard on no other":    {{Plane: 0}, {Plane: 1, Heard: ago(0), Unacked: ago(time.Second), Sent: ago(0)}},
+		"idle since the wait":  {{Plane: 0, Heard: ago(0)}, {Plane: 1, Unacked: ago(time.Second), Sent: ago(time.Second)}},
+		"sent long ago":        {{Plane: 0, Heard: ago(0)}, {Plane: 1, Unacked: ago(4 * time.Second), Sent: ago(3 * time.Second)}},
 	} {
 		got := DefaultEvidence.Judge([]transport.PeerStats{{Heard: ago(0), Planes: pl}}, 2, now)
 		if got[1].PeersUnreachable != 0 {
@@ -57,7 +60,7 @@ func TestEvidenceJudge(t *testing.T) {
 	failingSince := ago(800 * time.Millisecond)
 	for heard, want := range map[time.Duration]int{-50 * time.Millisecond: 0, 50 * time.Millisecond: 0, 300 * time.Millisecond: 1} {
 		got := DefaultEvidence.Judge([]transport.PeerStats{
-			{Heard: ago(0), Planes: []transport.PeerPlane{{Plane: 0, Heard: ago(0)}, {Plane: 1, Unacked: failingSince}}},
+			{Heard: ago(0), Planes: []transport.PeerPlane{{Plane: 0, Heard: ago(0)}, {Plane: 1, Unacked: failingSince, Sent: ago(0)}}},
 			{Heard: ago(0), Planes: []transport.PeerPlane{{Plane: 0, Heard: ago(0)}, {Plane: 1, Heard: failingSince.Add(heard)}}},
 		}, 2, now)
 		if got[1].PeersUnreachable != 1 || got[1].PeersReachable != want {
@@ -66,17 +69,17 @@ func TestEvidenceJudge(t *testing.T) {
 	}
 
 	// Unreachable peers come first and the list is capped, not the count.
-	many := make([]transport.PeerStats, contract.MaxPeersPerPlane+10)
+	many := make([]transport.PeerStats, ListPeers+10)
 	for i := range many {
 		a := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 1)
 		many[i] = transport.PeerStats{Heard: ago(0), Planes: []transport.PeerPlane{{Plane: 0, Addr: a, Acked: ago(0)}}}
 		if i == len(many)-1 {
-			many[i].Planes[0].Unacked = ago(time.Second)
+			many[i].Planes[0].Unacked, many[i].Planes[0].Sent = ago(time.Second), ago(0)
 			many[i].Planes = append(many[i].Planes, transport.PeerPlane{Plane: 1, Heard: ago(0)})
 		}
 	}
 	got = DefaultEvidence.Judge(many, 2, now)
-	if len(got[0].Peers) != contract.MaxPeersPerPlane || got[0].Peers[0].Reachable || got[0].PeersReachable != len(many)-1 || got[0].PeersUnreachable != 1 {
+	if len(got[0].Peers) != ListPeers || got[0].Peers[0].Reachable || got[0].PeersReachable != len(many)-1 || got[0].PeersUnreachable != 1 {
 		t.Fatalf("capped list: %d peers, first %+v, counts %d/%d", len(got[0].Peers), got[0].Peers[0], got[0].PeersReachable, got[0].PeersUnreachable)
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/multiplane/multiplane/contract"
 )
 
 // reportLoop writes the status under the lease on every apply and every
@@ -31,7 +33,7 @@ func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 	// be judging that plane's links on it (see Evidence).
 	var evidence <-chan time.Time
 	vs, judges := a.applier.(verdictSource)
-	lastVerdicts := ""
+	lastVerdicts, lastEvidenceWrite := "", time.Time{}
 	if judges {
 		t := time.NewTicker(a.cfg.EvidenceInterval)
 		defer t.Stop()
@@ -46,9 +48,12 @@ func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 		case <-tick.C:
 			tick.Reset(next())
 		case <-evidence:
-			if v := vs.Verdicts(); v != lastVerdicts {
-				lastVerdicts = v
-				break
+			// The verdict counts as reported only once written; writes it
+			// triggers are at least minEvidenceSpacing apart.
+			if v := vs.Verdicts(); v != lastVerdicts && time.Since(lastEvidenceWrite) >= minEvidenceSpacing {
+				if r.report(ctx) {
+					lastVerdicts, lastEvidenceWrite = v, time.Now()
+				}
 			}
 			continue
 		case <-a.kick:
@@ -75,8 +80,9 @@ type reporter struct {
 	last     []byte // the status last written under lease
 }
 
-// report grants a lease when there is none and puts the status under it.
-func (r *reporter) report(ctx context.Context) {
+// report grants a lease when there is none and puts the status under it;
+// it reports whether the status in etcd is now the current one.
+func (r *reporter) report(ctx context.Context) bool {
 	for attempt := 0; attempt < 2; attempt++ {
 		err := r.put(ctx)
 		if err == nil {
@@ -84,10 +90,10 @@ func (r *reporter) report(ctx context.Context) {
 				r.a.logger.Info("status reported again", "lease", int64(r.lease))
 				r.failing = false
 			}
-			return
+			return true
 		}
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		r.a.ctr.statusErrors.Add(1)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && !r.shared {
@@ -98,9 +104,14 @@ func (r *reporter) report(ctx context.Context) {
 			r.a.logger.Warn("status not reported; retrying every interval", "err", err)
 			r.failing = true
 		}
-		return
+		return false
 	}
+	return false
 }
+
+// minEvidenceSpacing spaces the status writes a change of evidence
+// triggers, so a flapping verdict costs etcd at most two writes a second.
+const minEvidenceSpacing = 500 * time.Millisecond
 
 func (r *reporter) put(ctx context.Context) error {
 	if r.lease == 0 {
@@ -118,9 +129,18 @@ func (r *reporter) put(ctx context.Context) error {
 		}
 		r.lease, r.ka, r.kaCancel, r.last = resp.ID, ka, kcancel, nil
 	}
-	data, err := json.Marshal(r.a.Status())
+	st := r.a.Status()
+	data, err := json.Marshal(st)
 	if err != nil {
 		return err
+	}
+	if len(data) > contract.MaxStatusBytes { // many planes: the counts stay, the lists go
+		for i := range st.Paths {
+			st.Paths[i].Peers = nil
+		}
+		if data, err = json.Marshal(st); err != nil {
+			return err
+		}
 	}
 	if bytes.Equal(data, r.last) {
 		return nil // unchanged: the lease keeps it; no write to etcd
