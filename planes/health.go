@@ -79,7 +79,9 @@ type linkHealth struct {
 	penaltyAt   time.Time
 	suppressed  bool
 	pendingFrom time.Time    // sample time of the change being judged, for latency
+	changedAt   time.Time    // engine time of the last transition
 	evidence    LinkEvidence // from the endpoint (State "": none)
+	evidenceAt  time.Time    // engine time evidence.State was first seen
 }
 
 type switchHealth struct {
@@ -365,6 +367,9 @@ func (e *Engine) ObserveEvidence(ev map[string]LinkEvidence) {
 		if next.State == lh.evidence.State && next.Reason == lh.evidence.Reason {
 			continue
 		}
+		if next.State != lh.evidence.State {
+			lh.evidenceAt = now
+		}
 		lh.evidence = next
 		if !lh.sw.reachable {
 			touched[lh] = struct{}{}
@@ -458,12 +463,27 @@ func (e *Engine) decayedPenalty(lh *linkHealth, now time.Time) float64 {
 func (e *Engine) desired(lh *linkHealth, now time.Time) (LinkState, string, bool) {
 	sw := lh.sw
 	if !sw.reachable {
-		switch lh.evidence.State {
-		case LinkUp:
-			return LinkUp, "switch unreachable; endpoint evidence: " + lh.evidence.Reason, false
-		case LinkDown:
+		why := "switch unreachable; endpoint evidence: " + lh.evidence.Reason
+		switch {
+		case lh.evidence.State == LinkDown:
 			lh.oper = "" // a fresh UP is needed once the switch is back
-			return LinkDown, "switch unreachable; endpoint evidence: " + lh.evidence.Reason, false
+			return LinkDown, why, false
+		case lh.evidence.State == LinkUp && lh.state != LinkDown:
+			return LinkUp, why, false
+		case lh.evidence.State == LinkUp && lh.evidenceAt.After(lh.changedAt):
+			// Up again on evidence seen since the link went down (older
+			// evidence may predate the failure): after the up hold, and
+			// not while flap damping holds the link down.
+			if e.cfg.FlapDamping && lh.suppressed {
+				if e.decayedPenalty(lh, now) > e.cfg.FlapReuse {
+					return LinkDown, "flap damping: suppressed", true
+				}
+				lh.suppressed = false
+			}
+			if now.Sub(lh.evidenceAt) < e.cfg.UpHold {
+				return LinkDown, lh.reason, true
+			}
+			return LinkUp, why, false
 		}
 		if now.Sub(sw.unreachableSince) >= e.cfg.UnreachableHold {
 			lh.oper = "" // a fresh UP is needed once the switch is back
@@ -523,7 +543,7 @@ func (e *Engine) settle(touched map[*linkHealth]struct{}, now time.Time, events 
 		events = append(events, Event{At: now, SubjectKind: SubjectLink, Subject: lh.link.Name, Kind: EventStateChange,
 			From: string(lh.state), To: string(st), Reason: why, Evidence: linkEvidence(lh)})
 		count(lh, -1)
-		lh.state, lh.reason = st, why
+		lh.state, lh.reason, lh.changedAt = st, why, now
 		count(lh, 1)
 		changedSw[lh.sw] = struct{}{}
 		// Detection latency is timed from the oper-status change that took

@@ -317,6 +317,46 @@ func TestEndpointEvidenceJudgesLinksOfUnreachableSwitch(t *testing.T) {
 	h.expectLink("s0:E2", LinkUp)
 }
 
+// Evidence brings a link up only if seen since the link went down, after
+// the up hold, and not while flap damping holds the link down; evidence
+// older than the switch's own DOWN does not override it.
+func TestEndpointEvidenceRecovery(t *testing.T) {
+	h := newHarness(t, func(c *HealthConfig) { c.FlapDamping = true })
+	up := map[string]LinkEvidence{"s0:E1": {State: LinkUp, Reason: "reaches peers"}}
+	down := map[string]LinkEvidence{"s0:E1": {State: LinkDown, Reason: "reaches none"}}
+	h.oper("s0", "E1", OperUp)
+	h.e.ObserveEvidence(up)
+	h.oper("s0", "E1", OperDown) // the switch's own word, then its stream drops
+	h.expectLink("s0:E1", LinkDown)
+	h.e.ObserveSwitch(SwitchReachability{Switch: "s0", Reachable: false, Reason: "stream closed"})
+	h.clock.Advance(time.Second)
+	h.e.Tick()
+	h.expectLink("s0:E1", LinkDown) // the up evidence predates the DOWN
+
+	// Fresh evidence after a down: up only after the up hold.
+	h.e.ObserveEvidence(down)
+	h.clock.Advance(time.Second)
+	h.e.ObserveEvidence(up)
+	h.e.Tick()
+	h.expectLink("s0:E1", LinkDown)
+	h.clock.Advance(DefaultHealthConfig().UpHold)
+	h.e.Tick()
+	h.expectLink("s0:E1", LinkUp)
+
+	// Evidence that flaps: the damping penalty suppresses the link.
+	for range 4 {
+		h.e.ObserveEvidence(down)
+		h.clock.Advance(100 * time.Millisecond)
+		h.e.ObserveEvidence(up)
+		h.clock.Advance(DefaultHealthConfig().UpHold)
+		h.e.Tick()
+	}
+	h.expectLink("s0:E1", LinkDown)
+	if lh, _ := h.e.LinkHealth("s0:E1"); !lh.Suppressed {
+		t.Fatalf("flapping evidence: link %+v, want suppressed", lh)
+	}
+}
+
 func TestDrainAndRestore(t *testing.T) {
 	h := newHarness(t, nil)
 	h.e.SetDrained(map[string]bool{"p1": true})
