@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"testing"
@@ -42,8 +43,9 @@ func TestJudge(t *testing.T) {
 			contract.PathStatus{Plane: "p1", PeersUnreachable: 1, Peers: []contract.PeerPath{{Address: "10.1.0.2"}}})),
 		// b only receives (no data of its own waits anywhere), and hears a on p0.
 		"b": newReport(status("b", contract.PathStatus{Plane: "p0", PeersReachable: 1, Peers: []contract.PeerPath{{Address: "10.0.0.1", Reachable: true}}})),
-		// c reaches b on p1.
-		"c": newReport(status("c", contract.PathStatus{Plane: "p1", PeersReachable: 1, Peers: []contract.PeerPath{{Address: "10.1.0.2", Reachable: true}}})),
+		// c reaches b on p1, and claims to reach a there too.
+		"c": newReport(status("c", contract.PathStatus{Plane: "p1", PeersReachable: 2, Peers: []contract.PeerPath{
+			{Address: "10.1.0.2", Reachable: true}, {Address: "10.1.0.1", Reachable: true}}})),
 	}
 	vouch := map[vouchKey]int{}
 	for _, r := range reports {
@@ -52,10 +54,10 @@ func TestJudge(t *testing.T) {
 	got := Judge(testLinks(), reports, vouch)
 	want := map[string]string{
 		"s0:a": "up: a reaches 1 peer on p0",
-		"s1:a": "down: a reaches none of the 1 peer it sends to on p1",
+		"s1:a": "down: a reaches none of the 1 peer it sends to on p1", // its own word wins over c's
 		"s0:b": "up: b reaches 1 peer on p0",
-		"s1:b": "up: 1 endpoint reach b on p1",
-		"s1:c": "up: c reaches 1 peer on p1",
+		"s1:b": "up: b reached on p1 by 1 endpoint",
+		"s1:c": "up: c reaches 2 peers on p1",
 		// s0:c: c says nothing of p0 and nobody reaches it there.
 	}
 	if len(got) != len(want) {
@@ -143,4 +145,45 @@ func TestWatcherFollowsStatuses(t *testing.T) {
 	// d joins the topology: its status, written long ago, is read again.
 	w.SetTopology(append(testLinks(), planes.Link{Name: "s0:d", Plane: "p0", Endpoint: "d", Address: netip.MustParseAddr("10.0.0.4")}))
 	itestutil.WaitFor(t, 5*time.Second, "d's p0 up once in the topology", func() bool { return obs.state("s0:d") == planes.LinkUp })
+}
+
+// warnings counts the Warn records a logger got.
+type warnings struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		w.mu.Lock()
+		w.n++
+		w.mu.Unlock()
+	}
+	return nil
+}
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+func (w *warnings) count() int                         { w.mu.Lock(); defer w.mu.Unlock(); return w.n }
+
+// An agent rewriting the same bad status is logged once; a new reason
+// again.
+func TestWatcherLogsARefusalOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(testenv.Context(t))
+	s := kvtest.New(t)
+	warn := &warnings{}
+	w := New(s.Client, &observer{}, slog.New(warn))
+	w.SetTopology(testLinks())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for i, bad := range []string{"{", "{", "{", `{"schema":"9.0","endpoint":"a"}`, `{"schema":"9.0","endpoint":"a"}`} {
+		if _, err := s.Client.Put(ctx, contract.KeyStatus("a"), bad); err != nil {
+			t.Fatal(err)
+		}
+		itestutil.WaitFor(t, 5*time.Second, "the status refused", func() bool { return testutil.ToFloat64(w.Collector()) == float64(i+1) })
+	}
+	if n := warn.count(); n != 2 {
+		t.Fatalf("%d warnings for 5 refusals of 2 reasons, want 2", n)
+	}
 }

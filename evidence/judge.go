@@ -49,10 +49,11 @@ func (r report) vouches(f func(vouchKey)) {
 }
 
 // Judge gives each link the evidence of its endpoint's reports:
-//   - up, when the endpoint reaches a peer on the link's plane, or another
-//     endpoint reaches the link's address there;
-//   - down, when neither holds and the endpoint reaches none of the peers
-//     it sends to on the plane;
+//   - up, when the endpoint reaches a peer on the link's plane;
+//   - down, when it reaches none of the peers it sends to on the plane
+//     (its own word wins over what others say of it);
+//   - up, when it says nothing of the plane and another endpoint reaches
+//     the link's address there;
 //   - none (left out) otherwise: an idle port proves nothing.
 //
 // An endpoint that sends to a single peer on a plane cannot tell its own
@@ -67,12 +68,12 @@ func Judge(links []planes.Link, reports map[string]report, vouch map[vouchKey]in
 		case ok && pr.reachable > 0:
 			out[l.Name] = planes.LinkEvidence{State: planes.LinkUp,
 				Reason: fmt.Sprintf("%s reaches %s on %s", l.Endpoint, plural(pr.reachable, "peer"), l.Plane)}
-		case n > 0:
-			out[l.Name] = planes.LinkEvidence{State: planes.LinkUp,
-				Reason: fmt.Sprintf("%s reach %s on %s", plural(n, "endpoint"), l.Endpoint, l.Plane)}
 		case ok && pr.unreachable > 0:
 			out[l.Name] = planes.LinkEvidence{State: planes.LinkDown,
 				Reason: fmt.Sprintf("%s reaches none of the %s it sends to on %s", l.Endpoint, plural(pr.unreachable, "peer"), l.Plane)}
+		case n > 0:
+			out[l.Name] = planes.LinkEvidence{State: planes.LinkUp,
+				Reason: fmt.Sprintf("%s reached on %s by %s", l.Endpoint, l.Plane, plural(n, "endpoint"))}
 		}
 	}
 	return out

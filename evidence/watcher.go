@@ -42,6 +42,7 @@ type Watcher struct {
 	known   map[string]bool   // endpoints of the topology
 	reports map[string]report // by endpoint
 	vouch   map[vouchKey]int
+	badWhy  map[string]string              // each endpoint's last refusal, logged once
 	last    map[string]planes.LinkEvidence // as last given, for Since
 	dirty   chan struct{}
 	resync  chan struct{}
@@ -55,7 +56,7 @@ func New(cli *clientv3.Client, obs Observer, logger *slog.Logger) *Watcher {
 	return &Watcher{cli: cli, obs: obs, logger: logger, now: time.Now,
 		invalid: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "multiplane", Subsystem: "evidence",
 			Name: "invalid_statuses_total", Help: "Agent statuses fabricd could not use as evidence (malformed, wrong name, newer schema, over the bounds)."}),
-		known: map[string]bool{}, reports: map[string]report{}, vouch: map[vouchKey]int{},
+		known: map[string]bool{}, reports: map[string]report{}, vouch: map[vouchKey]int{}, badWhy: map[string]string{},
 		last: map[string]planes.LinkEvidence{}, dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1)}
 }
 
@@ -75,6 +76,11 @@ func (w *Watcher) SetTopology(links []planes.Link) {
 	for name := range w.reports {
 		if !known[name] {
 			w.setLocked(name, nil)
+		}
+	}
+	for name := range w.badWhy {
+		if !known[name] {
+			delete(w.badWhy, name)
 		}
 	}
 	w.links, w.known = links, known
@@ -187,10 +193,16 @@ func (w *Watcher) putLocked(name string, data []byte) {
 	st, err := contract.ParseStatus(name, data)
 	if err != nil {
 		w.invalid.Inc()
-		w.logger.Warn("agent status not used as evidence", "endpoint", name, "err", err)
+		// Once per endpoint and reason: an agent rewriting a bad status,
+		// or a fleet upgraded to a newer schema, does not flood the log.
+		if why := truncate(err.Error(), 300); w.badWhy[name] != why {
+			w.badWhy[name] = why
+			w.logger.Warn("agent status not used as evidence", "endpoint", name, "err", why)
+		}
 		w.setLocked(name, nil)
 		return
 	}
+	delete(w.badWhy, name)
 	w.setLocked(name, newReport(st))
 }
 
@@ -248,4 +260,12 @@ func (w *Watcher) judge() map[string]planes.LinkEvidence {
 		out[k] = v
 	}
 	return out
+}
+
+// truncate shortens s to at most n bytes of valid UTF-8.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
