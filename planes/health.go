@@ -474,14 +474,8 @@ func (e *Engine) desired(lh *linkHealth, now time.Time) (LinkState, string, bool
 			// Up again on evidence seen since the link went down (older
 			// evidence may predate the failure): after the up hold, and
 			// not while flap damping holds the link down.
-			if e.cfg.FlapDamping && lh.suppressed {
-				if e.decayedPenalty(lh, now) > e.cfg.FlapReuse {
-					return LinkDown, "flap damping: suppressed", true
-				}
-				lh.suppressed = false
-			}
-			if now.Sub(lh.evidenceAt) < e.cfg.UpHold {
-				return LinkDown, lh.reason, true
+			if st, why, waiting := e.recovery(lh, lh.evidenceAt, now); waiting {
+				return st, why, true
 			}
 			return LinkUp, why, false
 		}
@@ -498,14 +492,8 @@ func (e *Engine) desired(lh *linkHealth, now time.Time) (LinkState, string, bool
 		if lh.oper != OperUp {
 			return LinkDown, lh.reason, false
 		}
-		if e.cfg.FlapDamping && lh.suppressed {
-			if e.decayedPenalty(lh, now) > e.cfg.FlapReuse {
-				return LinkDown, "flap damping: suppressed", true
-			}
-			lh.suppressed = false
-		}
-		if now.Sub(lh.upSince) < e.cfg.UpHold {
-			return LinkDown, lh.reason, true
+		if st, why, waiting := e.recovery(lh, lh.upSince, now); waiting {
+			return st, why, true
 		}
 	}
 	if lh.degraded && !lh.underSince.IsZero() && now.Sub(lh.underSince) >= e.cfg.ClearHold {
@@ -513,6 +501,21 @@ func (e *Engine) desired(lh *linkHealth, now time.Time) (LinkState, string, bool
 	}
 	if lh.degraded {
 		return LinkDegraded, lh.degradeWhy, !lh.underSince.IsZero()
+	}
+	return LinkUp, "", false
+}
+
+// recovery tells whether a down link that has looked up since upSince
+// must still wait: while flap damping suppresses it, or for the up hold.
+func (e *Engine) recovery(lh *linkHealth, upSince, now time.Time) (LinkState, string, bool) {
+	if e.cfg.FlapDamping && lh.suppressed {
+		if e.decayedPenalty(lh, now) > e.cfg.FlapReuse {
+			return LinkDown, "flap damping: suppressed", true
+		}
+		lh.suppressed = false
+	}
+	if now.Sub(upSince) < e.cfg.UpHold {
+		return LinkDown, lh.reason, true
 	}
 	return LinkUp, "", false
 }
