@@ -176,6 +176,18 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	}
 
 	inv := inventory.New(db.Pool())
+	// Agents' applied generations, one series per topology endpoint.
+	agents := fleet.New(kvs.Client).Collector(func(ctx context.Context) ([]string, error) {
+		snap, err := inv.Current(ctx)
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, len(snap.Topology.Endpoints))
+		for i, e := range snap.Topology.Endpoints {
+			names[i] = e.Name
+		}
+		return names, nil
+	})
 	if cfg.Topology != "" {
 		if err := loadTopology(ctx, inv, cfg.Topology, logger); err != nil {
 			return err
@@ -209,7 +221,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	// The agents' own traffic judges the links of switches whose telemetry
 	// is unreachable.
 	linkEvidence := evidence.New(kvs.Client, engine, logger.With("component", "evidence"))
-	reg.MustRegister(linkEvidence.Collector())
+	reg.MustRegister(linkEvidence.Collector(), agents)
 	fabric, err := newFabricView(ctx, fabricDeps{db: db, inv: inv, engine: engine, events: evStore, intents: intentStore,
 		publisher: publisher, collector: collector, evidence: linkEvidence, policy: cfg.Policy, onTopology: enroll.kick}, logger)
 	if err != nil {

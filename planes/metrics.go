@@ -17,7 +17,18 @@ var (
 		"Links of a plane by state.", []string{"plane", "state"}, nil)
 	switchStateDesc = prometheus.NewDesc("multiplane_planes_switch_reachable",
 		"1 when the switch's telemetry stream is alive.", []string{"switch"}, nil)
+	planeUtilDesc = prometheus.NewDesc("multiplane_planes_utilization_ratio",
+		"Traffic of a plane over its usable capacity, from the switches' latest counter rates.", []string{"plane"}, nil)
+	planeLossDesc = prometheus.NewDesc("multiplane_planes_loss_ratio",
+		"Errors and discards per packet on a plane's links, from the latest counter rates.", []string{"plane"}, nil)
+	planeECNDesc = prometheus.NewDesc("multiplane_planes_ecn_ratio",
+		"ECN-marked output packets per output packet on a plane's links.", []string{"plane"}, nil)
+	linkStateDesc = prometheus.NewDesc("multiplane_planes_link_state",
+		"Link state: 0 up, 1 degraded, 2 down (one series per link of the topology).", []string{"link", "plane"}, nil)
 )
+
+// linkStateValue is a link state as a number for the link_state gauge.
+var linkStateValue = map[LinkState]float64{LinkUp: 0, LinkDegraded: 1, LinkDown: 2}
 
 // Collector exports plane, link and switch states, and observes detection
 // latency (sample at the switch → plane state change) into a histogram.
@@ -48,6 +59,10 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- planeCapacityRatioDesc
 	ch <- linksDesc
 	ch <- switchStateDesc
+	ch <- planeUtilDesc
+	ch <- planeLossDesc
+	ch <- planeECNDesc
+	ch <- linkStateDesc
 	c.detect.Describe(ch)
 }
 
@@ -68,6 +83,13 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(h.LinksUp), name, string(LinkUp))
 		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(h.LinksDegraded), name, string(LinkDegraded))
 		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(h.LinksDown), name, string(LinkDown))
+		r := withRates(ph, h)
+		ch <- prometheus.MustNewConstMetric(planeUtilDesc, prometheus.GaugeValue, r.Utilization, name)
+		ch <- prometheus.MustNewConstMetric(planeLossDesc, prometheus.GaugeValue, r.LossRate, name)
+		ch <- prometheus.MustNewConstMetric(planeECNDesc, prometheus.GaugeValue, r.ECNRate, name)
+	}
+	for _, lh := range e.links {
+		ch <- prometheus.MustNewConstMetric(linkStateDesc, prometheus.GaugeValue, linkStateValue[lh.state], lh.link.Name, lh.link.Plane)
 	}
 	for name, sh := range e.switches {
 		v := 0.0

@@ -94,47 +94,21 @@ const maxLaggards = 100
 // once it applied its own document's generation.
 func (r *Reader) Convergence(ctx context.Context, expected []string) (View, error) {
 	v := View{Laggards: []Laggard{}, Versions: map[string]int{}}
-	resp, err := r.cli.Txn(ctx).Then(
-		clientv3.OpGet(contract.KeyGeneration),
-		clientv3.OpGet(contract.PrefixStatus, clientv3.WithPrefix()),
-		clientv3.OpGet(contract.PrefixEndpoints, clientv3.WithPrefix()),
-	).Commit()
+	s, err := r.read(ctx)
 	if err != nil {
-		return v, fmt.Errorf("fleet: %w", err)
+		return v, err
 	}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		var g contract.GenerationDoc
-		if err := json.Unmarshal(kvs[0].Value, &g); err != nil {
-			return v, fmt.Errorf("fleet: generation key: %w", err)
-		}
-		v.TargetGeneration = g.Generation
-	}
-	statuses := map[string]contract.StatusDoc{}
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		var st contract.StatusDoc
-		if json.Unmarshal(kv.Value, &st) == nil {
-			statuses[strings.TrimPrefix(string(kv.Key), contract.PrefixStatus)] = st
-		}
-	}
-	docGen := map[string]uint64{}
-	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		var d struct {
-			Generation uint64 `json:"generation"`
-		}
-		if json.Unmarshal(kv.Value, &d) == nil {
-			docGen[strings.TrimPrefix(string(kv.Key), contract.PrefixEndpoints)] = d.Generation
-		}
-	}
+	v.TargetGeneration = s.target
 	names := slices.Clone(expected)
 	slices.Sort(names)
 	v.Endpoints = len(names)
 	for _, name := range names {
-		st, ok := statuses[name]
+		st, ok := s.statuses[name]
 		if ok {
 			v.Reporting++
 			v.countVersion(st.Version)
 		}
-		need := min(docGen[name], v.TargetGeneration)
+		need := min(s.docGen[name], v.TargetGeneration)
 		if ok && st.AppliedGeneration >= need && need > 0 {
 			v.Applied++
 			continue
@@ -144,4 +118,47 @@ func (r *Reader) Convergence(ctx context.Context, expected []string) (View, erro
 		}
 	}
 	return v, nil
+}
+
+// snapshot is one consistent read of what convergence is judged from.
+type snapshot struct {
+	target   uint64
+	statuses map[string]contract.StatusDoc
+	docGen   map[string]uint64 // generation of each endpoint's own document
+}
+
+// read gets the generation key, every status and every endpoint
+// document's generation in one transaction.
+func (r *Reader) read(ctx context.Context) (snapshot, error) {
+	s := snapshot{statuses: map[string]contract.StatusDoc{}, docGen: map[string]uint64{}}
+	resp, err := r.cli.Txn(ctx).Then(
+		clientv3.OpGet(contract.KeyGeneration),
+		clientv3.OpGet(contract.PrefixStatus, clientv3.WithPrefix()),
+		clientv3.OpGet(contract.PrefixEndpoints, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return s, fmt.Errorf("fleet: %w", err)
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		var g contract.GenerationDoc
+		if err := json.Unmarshal(kvs[0].Value, &g); err != nil {
+			return s, fmt.Errorf("fleet: generation key: %w", err)
+		}
+		s.target = g.Generation
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		var st contract.StatusDoc
+		if json.Unmarshal(kv.Value, &st) == nil {
+			s.statuses[strings.TrimPrefix(string(kv.Key), contract.PrefixStatus)] = st
+		}
+	}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		var d struct {
+			Generation uint64 `json:"generation"`
+		}
+		if json.Unmarshal(kv.Value, &d) == nil {
+			s.docGen[strings.TrimPrefix(string(kv.Key), contract.PrefixEndpoints)] = d.Generation
+		}
+	}
+	return s, nil
 }

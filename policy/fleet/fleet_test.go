@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/kv/kvtest"
 )
@@ -60,5 +62,37 @@ func TestConvergenceCountsVersions(t *testing.T) {
 	if sum != 39 || len(v.Versions) != maxVersions || v.Versions["v1.1.0 def"] != 3 || v.Versions["v1.2.0 abc"] != 5 ||
 		v.Versions["unknown"] != 1 || v.Versions["other"] == 0 || v.Versions["v9"] != 0 {
 		t.Fatalf("versions %v", v.Versions)
+	}
+}
+
+func TestCollectorExportsAgents(t *testing.T) {
+	s := kvtest.New(t)
+	ctx := context.Background()
+	put := func(key string, v any) {
+		data, _ := json.Marshal(v)
+		if _, err := s.Client.Put(ctx, key, string(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(contract.KeyGeneration, contract.GenerationDoc{Generation: 7})
+	put(contract.KeyStatus("h1"), contract.StatusDoc{Endpoint: "h1", AppliedGeneration: 7})
+	put(contract.KeyStatus("stranger"), contract.StatusDoc{Endpoint: "stranger", AppliedGeneration: 9})
+	c := New(s.Client).Collector(func(context.Context) ([]string, error) { return []string{"h1", "h2"}, nil })
+	want := `
+# HELP multiplane_fleet_agent_applied_generation The generation an endpoint's agent applied (0: no status).
+# TYPE multiplane_fleet_agent_applied_generation gauge
+multiplane_fleet_agent_applied_generation{endpoint="h1"} 7
+multiplane_fleet_agent_applied_generation{endpoint="h2"} 0
+# HELP multiplane_fleet_agent_reporting 1 when the endpoint's agent has a live status in etcd.
+# TYPE multiplane_fleet_agent_reporting gauge
+multiplane_fleet_agent_reporting{endpoint="h1"} 1
+multiplane_fleet_agent_reporting{endpoint="h2"} 0
+# HELP multiplane_fleet_target_generation The fabric generation the generation key announces.
+# TYPE multiplane_fleet_target_generation gauge
+multiplane_fleet_target_generation 7
+`
+	if err := promtest.CollectAndCompare(c, strings.NewReader(want), "multiplane_fleet_agent_applied_generation",
+		"multiplane_fleet_agent_reporting", "multiplane_fleet_target_generation"); err != nil {
+		t.Fatal(err)
 	}
 }

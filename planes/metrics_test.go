@@ -1,0 +1,53 @@
+package planes
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestCollectorExportsPlaneAndLinkGauges(t *testing.T) {
+	h := newHarness(t, nil)
+	// 8 links of 100 bit/s on p0: one carries 50 bit/s out with 1 in 100
+	// packets discarded and 1 in 4 marked; one is down.
+	h.rates("s0", "E0", InterfaceRates{OutOctets: 50.0 / 8, InPkts: 100, OutPkts: 100, OutDiscards: 2, ECNMarked: 25})
+	h.oper("s0", "E1", OperDown)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(h.e.Collector())
+	want := `
+# HELP multiplane_planes_ecn_ratio ECN-marked output packets per output packet on a plane's links.
+# TYPE multiplane_planes_ecn_ratio gauge
+multiplane_planes_ecn_ratio{plane="p0"} 0.25
+multiplane_planes_ecn_ratio{plane="p1"} 0
+# HELP multiplane_planes_loss_ratio Errors and discards per packet on a plane's links, from the latest counter rates.
+# TYPE multiplane_planes_loss_ratio gauge
+multiplane_planes_loss_ratio{plane="p0"} 0.01
+multiplane_planes_loss_ratio{plane="p1"} 0
+# HELP multiplane_planes_utilization_ratio Traffic of a plane over its usable capacity, from the switches' latest counter rates.
+# TYPE multiplane_planes_utilization_ratio gauge
+multiplane_planes_utilization_ratio{plane="p0"} 0.07142857142857142
+multiplane_planes_utilization_ratio{plane="p1"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "multiplane_planes_utilization_ratio",
+		"multiplane_planes_loss_ratio", "multiplane_planes_ecn_ratio"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(h.e.Collector(), "multiplane_planes_link_state"); n != 16 {
+		t.Fatalf("%d link_state series, want one per link (16)", n)
+	}
+	mfs, _ := reg.Gather()
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "multiplane_planes_link_state" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	if got["s0:E1"] != 2 || got["s0:E0"] != 0 || got["s1:E1"] != 0 {
+		t.Fatalf("link states %v, want s0:E1 down (2), the others up", got)
+	}
+}
