@@ -17,6 +17,7 @@ import (
 
 	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/enrollment"
+	"github.com/multiplane/multiplane/history"
 	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/internal/page"
 	"github.com/multiplane/multiplane/kv"
@@ -91,8 +92,10 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
 			Message: "a store fabricd depends on is unavailable; retry shortly (see /readyz)"}
 	case errors.Is(err, planes.ErrNotFound), errors.Is(err, auth.ErrNotFound), errors.Is(err, intents.ErrNotFound),
-		errors.Is(err, fleet.ErrNoStatus):
+		errors.Is(err, fleet.ErrNoStatus), errors.Is(err, history.ErrUnknown):
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: trimPkg(err)}
+	case errors.Is(err, history.ErrNotRecorded):
+		return &Error{Status: http.StatusNotFound, Code: "not_recorded", Message: trimPkg(err) + " (fabricd --history-max-links)"}
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return &Error{Status: http.StatusUnauthorized, Code: "unauthenticated",
 			Message: "a valid bearer token is required (Authorization: Bearer <token>)"}

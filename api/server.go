@@ -25,6 +25,7 @@ import (
 	"github.com/multiplane/multiplane/auth"
 	"github.com/multiplane/multiplane/enrollment"
 	"github.com/multiplane/multiplane/events"
+	"github.com/multiplane/multiplane/history"
 	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/planes"
@@ -47,6 +48,7 @@ type Deps struct {
 	Bus       *planes.Bus                 // live transitions for /stream
 	Intents   *intents.Store              // drains, rate classes
 	Fleet     *fleet.Reader               // agents' reports in etcd
+	History   *history.Recorder           // recent series; nil: none
 	// Enrollment issues endpoint credentials; nil: enrollment is off.
 	Enrollment *enrollment.Service
 	// PolicyInput gathers what policy is computed from (what-if, previews).

@@ -32,6 +32,7 @@ import (
 	"github.com/multiplane/multiplane/enrollment"
 	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/evidence"
+	"github.com/multiplane/multiplane/history"
 	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/internal/cliconf"
 	"github.com/multiplane/multiplane/internal/version"
@@ -66,6 +67,7 @@ type Config struct {
 	Policy          policy.Config
 	Publish         publish.Config
 	Telemetry       telemetry.Config
+	History         history.Config
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -74,6 +76,7 @@ func DefaultConfig() Config {
 		Listen: "127.0.0.1:8080", DataDir: "./var", MaxBodyBytes: api.DefaultMaxBodyBytes, HTTP: api.DefaultLimits(),
 		ShutdownTimeout: 10 * time.Second, Etcd: kv.Config{DialTimeout: 5 * time.Second}, EndpointCertTTL: enrollment.DefaultCertTTL,
 		Health: planes.DefaultHealthConfig(), Policy: policy.DefaultConfig(), Publish: publish.DefaultConfig(),
+		History: history.DefaultConfig(),
 	}
 }
 
@@ -99,6 +102,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Etcd.RegisterFlags(fs)
 	c.Health.RegisterFlags(fs)
 	c.Telemetry.RegisterFlags(fs)
+	fs.IntVar(&c.History.MaxLinks, "history-max-links", c.History.MaxLinks, "keep per-link series (1 h at 1 s, a day at 1 min; about 120 KiB a link) for topologies of at most this many links; plane series are always kept")
 	c.HTTP.RegisterFlags(fs)
 	fs.IntVar(&c.Policy.Entropy, "policy-entropy", c.Policy.Entropy, "paths (UDP source ports) per plane in every path set")
 	fs.DurationVar(&c.Publish.Debounce, "publish-debounce", c.Publish.Debounce, "pause in changes that starts a policy computation")
@@ -221,9 +225,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	// The agents' own traffic judges the links of switches whose telemetry
 	// is unreachable.
 	linkEvidence := evidence.New(kvs.Client, engine, logger.With("component", "evidence"))
+	recorder := history.New(cfg.History, engine)
 	reg.MustRegister(linkEvidence.Collector(), agents)
 	fabric, err := newFabricView(ctx, fabricDeps{db: db, inv: inv, engine: engine, events: evStore, intents: intentStore,
-		publisher: publisher, collector: collector, evidence: linkEvidence, policy: cfg.Policy, onTopology: enroll.kick}, logger)
+		publisher: publisher, collector: collector, evidence: linkEvidence, history: recorder, policy: cfg.Policy, onTopology: enroll.kick}, logger)
 	if err != nil {
 		return err
 	}
@@ -248,6 +253,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	wg.Go(func() { publisher.Run(bg, fabric.compute) })
 	wg.Go(func() { collector.Run(bg) })
 	wg.Go(func() { linkEvidence.Run(bg) })
+	wg.Go(func() { recorder.Run(bg) })
 	wg.Go(func() { enroll.run(bg) })
 	healthSub := bus.Subscribe(1024)
 	wg.Go(func() { fabric.triggerOnChanges(bg, healthSub) })
@@ -255,7 +261,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	handler := api.New(api.Deps{
 		Inventory: inv, Tokens: tokens, Audit: audit.New(db.Pool()), Health: engine, Events: evStore, Bus: bus,
 		Logger: logger.With("component", "api"), Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, Limits: cfg.HTTP,
-		Intents: intentStore, Fleet: fleet.New(kvs.Client), PolicyInput: fabric.policyInput, PolicyConfig: cfg.Policy,
+		Intents: intentStore, Fleet: fleet.New(kvs.Client), History: recorder, PolicyInput: fabric.policyInput, PolicyConfig: cfg.Policy,
 		Enrollment: enroll.svc,
 		Ready:      func(ctx context.Context) error { return readiness(ctx, db, kvs) },
 		OnTopology: fabric.topologyChanged,

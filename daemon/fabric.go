@@ -9,6 +9,7 @@ import (
 
 	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/evidence"
+	"github.com/multiplane/multiplane/history"
 	"github.com/multiplane/multiplane/intents"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/planes"
@@ -27,6 +28,7 @@ type fabricDeps struct {
 	publisher *publish.Publisher
 	collector *telemetry.Collector
 	evidence  *evidence.Watcher
+	history   *history.Recorder
 	policy    policy.Config
 	// onTopology, if set, is called (it must not block) when the live view
 	// moves to a new topology revision.
@@ -74,6 +76,7 @@ func (f *fabricView) apply(snap *inventory.Snapshot) {
 	f.engine.SetTopology(snap.Topology, snap.Links)
 	f.collector.Reconcile(snap.Topology)
 	f.evidence.SetTopology(snap.Links)
+	f.history.SetTopology(snap.Topology, snap.Links)
 	f.publisher.Trigger()
 	if f.onTopology != nil {
 		f.onTopology()
