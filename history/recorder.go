@@ -134,19 +134,11 @@ func (r *Recorder) Sample() {
 		}
 		p := point{sec: sec, state: code(string(h.State))}
 		if rt := h.Rates; rt != nil {
-			p.loss = float32(ratio(rt.InErrors+rt.InDiscards+rt.OutDiscards+rt.QueueDrops, rt.InPkts+rt.OutPkts))
-			p.ecn = float32(ratio(rt.ECNMarked, rt.OutPkts))
-			p.util = float32(max(rt.InOctets, rt.OutOctets) * 8) // bit/s: the link's speed is the caller's
+			p.loss, p.ecn = float32(rt.LossRatio()), float32(rt.ECNRatio())
+			p.util = float32(rt.TrafficBps()) // bit/s: the link's speed is the caller's
 		}
 		r.links[n].add(p)
 	}
-}
-
-func ratio(a, b float64) float64 {
-	if b <= 0 {
-		return 0
-	}
-	return a / b
 }
 
 // Run samples every second until ctx ends.

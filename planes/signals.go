@@ -28,6 +28,17 @@ type InterfaceRates struct {
 	QueueDrops  float64       `json:"queue_dropped_pkts"`
 }
 
+// LossRatio is errors and discards per packet.
+func (r *InterfaceRates) LossRatio() float64 {
+	return ratio(r.InErrors+r.InDiscards+r.OutDiscards+r.QueueDrops, r.InPkts+r.OutPkts)
+}
+
+// ECNRatio is ECN-marked output packets per output packet.
+func (r *InterfaceRates) ECNRatio() float64 { return ratio(r.ECNMarked, r.OutPkts) }
+
+// TrafficBps is the busier direction's traffic in bit/s.
+func (r *InterfaceRates) TrafficBps() float64 { return max(r.InOctets, r.OutOctets) * 8 }
+
 // InterfaceSample is what telemetry learned about one switch interface at
 // one time: its oper-status, its rates, or both.
 type InterfaceSample struct {
