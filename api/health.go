@@ -66,13 +66,60 @@ func (s *Server) tokenStillValid(c *gin.Context) bool {
 	return !errors.Is(err, auth.ErrUnauthenticated)
 }
 
-// stream sends health changes as server-sent events: first a "planes"
-// snapshot, then one "state_change" per transition; "resync" when this
-// client fell behind and missed some (reload the snapshot).
+// streamPoll is how often a stream looks for new events in the history.
+const streamPoll = 250 * time.Millisecond
+
+// summaryEvery is how often a stream sends the live summary.
+const summaryEvery = time.Second
+
+// StreamSummary is the stream's periodic "summary" event: the live
+// figures between transitions.
+type StreamSummary struct {
+	At       time.Time             `json:"at"`
+	Planes   []planes.PlaneSummary `json:"planes"`
+	Switches []SwitchSummary       `json:"switches"`
+}
+
+// SwitchSummary is a switch's live state in a summary.
+type SwitchSummary struct {
+	Name       string            `json:"name"`
+	Plane      string            `json:"plane"`
+	State      planes.PlaneState `json:"state"`
+	Reachable  bool              `json:"reachable"`
+	LastUpdate time.Time         `json:"last_update,omitzero"`
+}
+
+// stream sends server-sent events: first a "planes" snapshot, then a
+// "summary" (StreamSummary) every second, and every transition of the
+// history in order, each with its id ("id:" of the event): a client that
+// reconnects with Last-Event-ID gets every transition after that id, so
+// nothing is lost between connections. The transitions are read from the
+// history (PostgreSQL), so every replica serves the same, in the same
+// order. "end" says why the server ends a stream.
 func (s *Server) stream(c *gin.Context) {
-	if s.deps.Bus == nil {
+	if s.deps.Events == nil {
 		fail(c, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no event stream in this server"})
 		return
+	}
+	var last int64
+	resume := c.GetHeader("Last-Event-ID")
+	if resume == "" {
+		resume = c.Query("last_event_id")
+	}
+	if resume != "" {
+		id, err := strconv.ParseInt(resume, 10, 64)
+		if err != nil || id < 0 {
+			fail(c, badRequest("invalid_parameter", "last_event_id", "Last-Event-ID must be the id of an event this stream sent"))
+			return
+		}
+		last = id
+	} else {
+		id, err := s.deps.Events.LastID(c.Request.Context())
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		last = id // from now on; the history before is GET /api/v1/events
 	}
 	p, _ := principal(c)
 	if got := s.streams.acquire(p.TokenID); got != slotTaken {
@@ -102,9 +149,6 @@ func (s *Server) stream(c *gin.Context) {
 	if err := rc.SetReadDeadline(time.Time{}); err != nil {
 		loggerFrom(c).Debug("stream without read deadline control", "err", err)
 	}
-	sub := s.deps.Bus.Subscribe(1024)
-	defer sub.Close()
-
 	write := func(format string, args ...any) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(s.limits.WriteTimeout))
 		if _, err := fmt.Fprintf(w, format, args...); err != nil {
@@ -117,18 +161,54 @@ func (s *Server) stream(c *gin.Context) {
 		data, err := json.Marshal(v)
 		return err == nil && write("event: %s\ndata: %s\n\n", event, data)
 	}
-	snap, err := s.deps.Inventory.Current(c.Request.Context())
+	ctx := c.Request.Context()
+	snap, err := s.deps.Inventory.Current(ctx)
 	if err != nil || !send("planes", snap.Topology.PlaneSummaries(snap.Links, s.deps.Health)) {
 		return
 	}
+	// tail sends the transitions after last, a page at a time.
+	tail := func() bool {
+		evs, err := s.deps.Events.List(ctx, events.Query{AfterID: last, Limit: 500})
+		if err != nil {
+			return ctx.Err() == nil // the store is away: try again at the next poll
+		}
+		for _, e := range evs {
+			data, err := json.Marshal(e)
+			if err != nil || !write("id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Kind, data) {
+				return false
+			}
+			last = e.ID
+		}
+		return true
+	}
+	summary := func() bool {
+		snap, err := s.deps.Inventory.Current(ctx)
+		if err != nil {
+			return ctx.Err() == nil
+		}
+		sum := StreamSummary{At: time.Now().UTC(), Planes: snap.Topology.PlaneSummaries(snap.Links, s.deps.Health),
+			Switches: make([]SwitchSummary, len(snap.Topology.Switches))}
+		for i, sw := range snap.Topology.Switches {
+			st := planes.SwitchStatusOf(sw, s.deps.Health)
+			sum.Switches[i] = SwitchSummary{Name: sw.Name, Plane: sw.Plane, State: st.State, Reachable: st.Reachable, LastUpdate: st.LastUpdate}
+		}
+		return send("summary", sum)
+	}
+	if !tail() || !summary() {
+		return
+	}
+	poll := time.NewTicker(streamPoll)
+	defer poll.Stop()
+	sums := time.NewTicker(summaryEvery)
+	defer sums.Stop()
 	heartbeat := time.NewTicker(s.limits.StreamHeartbeat)
 	defer heartbeat.Stop()
-	dropped := uint64(0)
 	for {
 		select {
-		case <-c.Request.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-s.stopping:
+			send("end", gin.H{"reason": "fabricd is stopping"})
 			return
 		case <-heartbeat.C:
 			// A stream lives no longer than its token: an expired or
@@ -140,17 +220,12 @@ func (s *Server) stream(c *gin.Context) {
 			if !write(": ping\n\n") {
 				return
 			}
-		case e, ok := <-sub.C:
-			if !ok {
+		case <-poll.C:
+			if !tail() {
 				return
 			}
-			if d := sub.Dropped(); d != dropped {
-				dropped = d
-				if !send("resync", gin.H{"dropped": d}) {
-					return
-				}
-			}
-			if !send(e.Kind, e) {
+		case <-sums.C:
+			if !summary() {
 				return
 			}
 		}

@@ -3,8 +3,11 @@ package api_test
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/multiplane/multiplane/api"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,64 +82,113 @@ func TestStreamSendsSnapshotThenChanges(t *testing.T) {
 	f.loadExample()
 	srv := httptest.NewServer(f.srv)
 	t.Cleanup(srv.Close)
-	req, _ := http.NewRequest("GET", srv.URL+"/api/v1/stream", nil)
-	req.Header.Set("Authorization", "Bearer "+f.admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	type sse struct{ id, event, data string }
+	open := func(lastID string) (<-chan sse, func()) {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/stream", nil)
+		req.Header.Set("Authorization", "Bearer "+f.admin)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+			t.Fatalf("content type %q", ct)
+		}
+		msgs := make(chan sse, 64)
+		go func() {
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(nil, 1<<20)
+			var cur sse
+			for sc.Scan() {
+				line := sc.Text()
+				switch {
+				case strings.HasPrefix(line, "id: "):
+					cur.id = strings.TrimPrefix(line, "id: ")
+				case strings.HasPrefix(line, "event: "):
+					cur.event = strings.TrimPrefix(line, "event: ")
+				case strings.HasPrefix(line, "data: "):
+					cur.data = strings.TrimPrefix(line, "data: ")
+				case line == "" && cur.event != "":
+					msgs <- cur
+					cur = sse{}
+				}
+			}
+			close(msgs)
+		}()
+		return msgs, func() { resp.Body.Close() }
 	}
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Fatalf("content type %q", ct)
-	}
-	type sse struct{ event, data string }
-	msgs := make(chan sse, 16)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		var cur sse
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				cur.event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				cur.data = strings.TrimPrefix(line, "data: ")
-			case line == "" && cur.event != "":
-				msgs <- cur
-				cur = sse{}
+	// next returns the next event of a kind, skipping the others.
+	next := func(msgs <-chan sse, kind string) sse {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					t.Fatalf("the stream ended waiting for %s", kind)
+				}
+				if m.event == kind {
+					return m
+				}
+			case <-deadline:
+				t.Fatalf("no %s event within 10s", kind)
 			}
 		}
-		close(msgs)
-	}()
-	next := func() sse {
-		select {
-		case m := <-msgs:
-			return m
-		case <-time.After(10 * time.Second):
-			t.Fatal("no server-sent event within 10s")
-		}
-		return sse{}
 	}
-	first := next()
+	msgs, closeFirst := open("")
 	var snapshot []struct{ Name, State string }
-	if first.event != "planes" || json.Unmarshal([]byte(first.data), &snapshot) != nil || len(snapshot) != 4 {
+	if first := <-msgs; first.event != "planes" || json.Unmarshal([]byte(first.data), &snapshot) != nil || len(snapshot) != 4 {
 		t.Fatalf("first event = %+v", first)
 	}
+	var sum api.StreamSummary
+	if m := next(msgs, "summary"); json.Unmarshal([]byte(m.data), &sum) != nil || len(sum.Planes) != 4 || len(sum.Switches) != 4 || sum.At.IsZero() {
+		t.Fatalf("summary = %+v", m)
+	}
 	f.engine.ObserveInterfaces([]planes.InterfaceSample{{Switch: "p2-sw1", Interface: "Ethernet0", At: time.Now(), Oper: planes.OperDown}})
-	var got []string
+	var got, ids []string
 	for len(got) < 3 {
-		m := next()
+		m := next(msgs, "state_change")
 		var e planes.Event
-		if m.event != "state_change" || json.Unmarshal([]byte(m.data), &e) != nil {
+		if json.Unmarshal([]byte(m.data), &e) != nil || m.id != strconv.FormatInt(e.ID, 10) || e.ID == 0 {
 			t.Fatalf("event = %+v", m)
 		}
-		got = append(got, e.SubjectKind+" "+e.Subject+" "+e.To)
+		got, ids = append(got, e.SubjectKind+" "+e.Subject+" "+e.To), append(ids, m.id)
 	}
 	want := "link p2-sw1:Ethernet0 down,switch p2-sw1 degraded,plane p2 degraded"
 	if strings.Join(got, ",") != want {
 		t.Fatalf("stream = %v, want %s", got, want)
 	}
+	// The next summary shows the change in the live figures.
+	testutil.WaitFor(t, 5*time.Second, "a summary with p2 degraded", func() bool {
+		var s api.StreamSummary
+		json.Unmarshal([]byte(next(msgs, "summary").data), &s)
+		return len(s.Planes) == 4 && s.Planes[2].State == planes.PlaneDegraded && s.Planes[2].LinksDown == 1
+	})
+	closeFirst()
+
+	// Disconnected after the first transition; two more happen meanwhile:
+	// reconnecting with its id gets the rest and the new ones, in order.
+	f.engine.ObserveInterfaces([]planes.InterfaceSample{{Switch: "p2-sw1", Interface: "Ethernet8", At: time.Now(), Oper: planes.OperDown}})
+	resumed, closeSecond := open(ids[0])
+	defer closeSecond()
+	var again []string
+	for len(again) < 3 {
+		var e planes.Event
+		json.Unmarshal([]byte(next(resumed, "state_change").data), &e)
+		again = append(again, e.SubjectKind+" "+e.Subject+" "+e.To)
+	}
+	want = "switch p2-sw1 degraded,plane p2 degraded,link p2-sw1:Ethernet8 down"
+	if strings.Join(again, ",") != want {
+		t.Fatalf("resumed stream = %v, want %s", again, want)
+	}
+	for _, bad := range []string{"x", "-1"} {
+		if r := f.do("GET", "/api/v1/stream", f.admin, nil, "Last-Event-ID", bad); r.Code != http.StatusBadRequest {
+			t.Errorf("Last-Event-ID %q: %d", bad, r.Code)
+		}
+	}
 	f.srv.Shutdown() // ends the stream, as fabricd does when it stops
-	for range msgs {
+	for range resumed {
 	}
 }

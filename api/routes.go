@@ -90,7 +90,7 @@ func (s *Server) routes() {
 	handle(operator, "PUT", "/rate-classes/:name", nil, s.putRateClass)
 	handle(operator, "DELETE", "/rate-classes/:name", nil, s.deleteRateClass)
 	get(viewer, "/events", paged("subject", "subject_kind", "since"), s.listEvents)
-	get(viewer, "/stream", nil, s.stream)
+	get(viewer, "/stream", []string{"last_event_id"}, s.stream)
 
 	get(admin, "/tokens", nil, s.listTokens)
 	handle(admin, "POST", "/tokens", nil, s.createToken)

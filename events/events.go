@@ -91,6 +91,16 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
+// LastID is the id of the newest event (0: none). Ids grow in commit
+// order: one writer (the policy leader's) appends, a batch at a time.
+func (s *Store) LastID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM events`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("events: last id: %w", err)
+	}
+	return id, nil
+}
+
 // LastStates returns the latest state change of every subject.
 func (s *Store) LastStates(ctx context.Context) ([]planes.Event, error) {
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (subject_kind, subject)

@@ -54,6 +54,9 @@ func TestWriterPersistsAndStoreLists(t *testing.T) {
 			t.Errorf("List(%+v) = %d, %v; want %d", tc.q, len(got), err, tc.want)
 		}
 	}
+	if id, err := store.LastID(context.Background()); err != nil || id != all[2].ID {
+		t.Fatalf("LastID = %d, %v; want the newest, %d", id, err, all[2].ID)
+	}
 	last, err := store.LastStates(context.Background())
 	if err != nil || len(last) != 2 {
 		t.Fatalf("LastStates = %v, %v", last, err)

@@ -3,6 +3,12 @@
 const $ = (id) => document.getElementById(id);
 let token = localStorage.getItem("multiplane.token") || "";
 let streamAbort = null;
+let lastEventId = "";  // resume point: the stream resends what came after it
+let asOf = 0;          // when the shown figures were true (ms since the epoch)
+const STALE_MS = 3000; // no summary for this long: the figures are stale
+
+// when shows a time with its date and zone.
+const when = (t) => new Date(t).toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium", timeZoneName: "short" });
 
 function cell(text, cls) {
   const td = document.createElement("td");
@@ -35,14 +41,16 @@ function renderSwitches(items) {
   $("switches").tBodies[0].replaceChildren(...items.map((s) => {
     const tr = document.createElement("tr");
     tr.append(cell(s.name), cell(s.plane), cell(s.state, s.state), cell(s.reachable ? "streaming" : "unreachable", s.reachable ? "up" : "down"),
-      cell(s.last_update ? new Date(s.last_update).toLocaleTimeString() : "–"));
+      cell(s.last_update ? when(s.last_update) : "–"));
     return tr;
   }));
 }
 
 function addEvent(e) {
+  if (e.id && document.querySelector(`#events li[data-id="${e.id}"]`)) return; // already shown
   const li = document.createElement("li");
-  li.textContent = `${new Date(e.at).toLocaleTimeString()} ${e.subject_kind} ${e.subject}: ${e.from || "?"} → ${e.to} ${e.reason ? "(" + e.reason + ")" : ""}`;
+  if (e.id) li.dataset.id = e.id;
+  li.textContent = `${when(e.at)} ${e.subject_kind} ${e.subject}: ${e.from || "?"} → ${e.to} ${e.reason ? "(" + e.reason + ")" : ""}`;
   $("events").prepend(li);
   while ($("events").children.length > 200) $("events").lastChild.remove();
 }
@@ -54,13 +62,31 @@ async function refresh() {
   renderSwitches(switches.items);
   $("events").replaceChildren();
   events.items.forEach(addEvent);
+  if (!lastEventId && events.items.length) lastEventId = String(events.items[events.items.length - 1].id);
+  fresh(Date.now());
 }
+
+// fresh records when the figures were true and shows it; stale marks
+// them when no summary came for STALE_MS (the stream or fabricd is gone).
+function fresh(t) {
+  asOf = t;
+  $("asof").textContent = "as of " + when(t);
+  document.body.classList.remove("stale");
+}
+setInterval(() => {
+  if (asOf && Date.now() - asOf > STALE_MS) {
+    document.body.classList.add("stale");
+    $("asof").textContent = "stale: as of " + when(asOf);
+  }
+}, 1000);
 
 // follow reads the server-sent events with fetch (EventSource cannot send a token).
 async function follow() {
   if (streamAbort) streamAbort.abort();
   streamAbort = new AbortController();
-  const r = await fetch("/api/v1/stream", { headers: { Authorization: "Bearer " + token }, signal: streamAbort.signal });
+  const headers = { Authorization: "Bearer " + token };
+  if (lastEventId) headers["Last-Event-ID"] = lastEventId; // no transition lost across reconnects
+  const r = await fetch("/api/v1/stream", { headers, signal: streamAbort.signal });
   if (!r.ok) throw new Error("stream: " + r.statusText);
   $("live").textContent = "live"; $("live").className = "badge on";
   const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -72,12 +98,13 @@ async function follow() {
     let i;
     while ((i = buf.indexOf("\n\n")) >= 0) {
       const msg = buf.slice(0, i); buf = buf.slice(i + 2);
-      const ev = /^event: (.*)$/m.exec(msg), data = /^data: (.*)$/m.exec(msg);
+      const ev = /^event: (.*)$/m.exec(msg), data = /^data: (.*)$/m.exec(msg), id = /^id: (.*)$/m.exec(msg);
       if (!ev || !data) continue;
       const d = JSON.parse(data[1]);
+      if (id) lastEventId = id[1];
       if (ev[1] === "planes") renderPlanes(d);
-      else if (ev[1] === "state_change") { addEvent(d); if (d.subject_kind !== "link") refresh().catch(show); }
-      else if (ev[1] === "resync") refresh().catch(show);
+      else if (ev[1] === "summary") { renderPlanes(d.planes); renderSwitches(d.switches); fresh(Date.parse(d.at)); }
+      else if (ev[1] === "state_change") addEvent(d);
     }
   }
   throw new Error("stream ended");
@@ -85,7 +112,7 @@ async function follow() {
 
 function show(err) {
   $("error").textContent = err ? String(err.message || err) : "";
-  $("live").textContent = "offline"; $("live").className = "badge off";
+  if (err) { $("live").textContent = "offline"; $("live").className = "badge off"; }
 }
 
 async function start() {
