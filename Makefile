@@ -9,7 +9,7 @@ VERSION     ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null || echo
 COMMIT      ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS     := -X github.com/multiplane/multiplane/internal/version.module=$(VERSION) -X github.com/multiplane/multiplane/internal/version.commit=$(COMMIT)
 
-.PHONY: all build test check-large-files vet gofmt staticcheck tidy unit race fuzz fuzz-smoke lint demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse packages deps-demo deps-test clean
+.PHONY: all build test check-large-files vet gofmt staticcheck tidy openapi-lint unit race fuzz fuzz-smoke lint demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse packages deps-demo deps-test clean
 
 all: build
 
@@ -28,7 +28,7 @@ packages: build
 	$(GO) run ./cmd/mkpackages --version $(VERSION) --bin $(BIN) --out dist
 
 # test: every check CI runs, cheapest first.
-test: deps-test check-large-files vet gofmt staticcheck tidy unit race fuzz-smoke
+test: deps-test check-large-files vet gofmt staticcheck tidy openapi-lint unit race fuzz-smoke
 
 # Tracked files over 1 MiB fail unless listed in scripts/large-files.allow.
 check-large-files:
@@ -42,6 +42,11 @@ gofmt:
 
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
+
+# api/openapi.yaml passes Redocly's recommended rules with no warning
+# (redocly.yaml; @redocly/cli pinned in package.json).
+openapi-lint: deps-test
+	node_modules/.bin/redocly lint api/openapi.yaml --config redocly.yaml
 
 # go.mod and go.sum are what `go mod tidy` would write.
 tidy:

@@ -38,9 +38,25 @@ if [ "$want" = test ]; then
   need_cmd sysctl procps
   need_cmd systemd-analyze systemd
   need_cmd dpkg-deb dpkg
+  need_cmd node nodejs
+  need_cmd npm npm
 fi
 
+# npm_tools installs the npm packages of package-lock.json (the OpenAPI
+# linter) when node_modules does not hold exactly them.
+npm_tools() {
+  [ "$want" = test ] || return 0
+  cd "$(dirname "$0")/.."
+  if [ -f node_modules/.package-lock.json ] && cmp -s <(node -e 'const l=require("./package-lock.json").packages;console.log(JSON.stringify(Object.keys(l).filter(k=>k).map(k=>[k,l[k].version])))') \
+      <(node -e 'const l=require("./node_modules/.package-lock.json").packages;console.log(JSON.stringify(Object.keys(l).filter(k=>k).map(k=>[k,l[k].version])))'); then
+    return 0
+  fi
+  echo "deps: installing npm packages (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error >/dev/null
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  npm_tools
   exit 0
 fi
 # Deduplicate.
@@ -72,3 +88,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "deps: installed ${missing[*]}"
+npm_tools
