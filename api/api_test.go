@@ -438,10 +438,10 @@ func TestTokensAndAudit(t *testing.T) {
 		t.Errorf("summary of refused anonymous requests counts %d, want 3: %s", n, r.Body)
 	}
 	want := []string{
-		"anonymous  PUT /api/v1/topology 401 unauthenticated",
-		"root admin DELETE /api/v1/tokens/:id 204 ok",
-		"root admin POST /api/v1/tokens 409 conflict",
-		"root admin POST /api/v1/tokens 201 ok",
+		"anonymous  topology.replace 401 unauthenticated",
+		"root admin token.revoke 204 ok",
+		"root admin token.create 409 conflict",
+		"root admin token.create 201 ok",
 	}
 	if len(entries.Items) != len(want) {
 		t.Fatalf("audit = %s", r.Body)

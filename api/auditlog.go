@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/multiplane/multiplane/audit"
+	"github.com/multiplane/multiplane/contract"
 )
 
 // Bounds of what one audit row keeps of a request.
@@ -58,13 +60,43 @@ func mutating(method string) bool {
 	return true
 }
 
-// action names a request by its route pattern, never by what the client
-// put in the path.
+// actionNames name the mutating routes in the audit log.
+var actionNames = map[string]string{
+	"POST " + contract.PathEnroll:                "endpoint.enroll",
+	"POST " + contract.PathRenew:                 "endpoint.renew",
+	"PUT /api/v1/topology":                       "topology.replace",
+	"DELETE /api/v1/endpoints/:name/credentials": "endpoint.revoke_credentials",
+	"POST /api/v1/enrollment-tokens":             "enrollment_token.create",
+	"PUT /api/v1/endpoints/:name/rate-class":     "rate_class.assign",
+	"DELETE /api/v1/endpoints/:name/rate-class":  "rate_class.unassign",
+	"POST /api/v1/drains":                        "drain.create",
+	"DELETE /api/v1/drains/:id":                  "drain.end",
+	"PUT /api/v1/rate-classes/:name":             "rate_class.put",
+	"DELETE /api/v1/rate-classes/:name":          "rate_class.delete",
+	"POST /api/v1/tokens":                        "token.create",
+	"DELETE /api/v1/tokens/:id":                  "token.revoke",
+}
+
+// action names a request by its route (actionNames), never by what the
+// client put in the path; a drain's dry run is drain.dry_run.
 func action(c *gin.Context) string {
 	if c.FullPath() == "" {
 		return knownMethod(c.Request.Method) + " (unmatched)"
 	}
-	return knownMethod(c.Request.Method) + " " + c.FullPath()
+	name := AuditAction(knownMethod(c.Request.Method), c.FullPath())
+	if dry, _ := strconv.ParseBool(c.Query("dry_run")); name == "drain.create" && dry {
+		return "drain.dry_run"
+	}
+	return name
+}
+
+// AuditAction is the audit log's name of a route ("drain.create"), or
+// "METHOD /route" for one without a name.
+func AuditAction(method, route string) string {
+	if name, ok := actionNames[method+" "+route]; ok {
+		return name
+	}
+	return method + " " + route
 }
 
 // auditMutations records every mutating request after it ran. Requests of
@@ -89,6 +121,9 @@ func (s *Server) auditMutations(c *gin.Context) {
 	var targets []string
 	for _, p := range c.Params {
 		targets = append(targets, p.Key+"="+auditText(p.Value, auditTargetBytes))
+	}
+	if t, ok := c.Get(ctxAuditTarget); ok { // what the body named
+		targets = append(targets, auditText(t.(string), auditTargetBytes))
 	}
 	e.Target = strings.Join(targets, ",")
 	if code, ok := c.Get(ctxErrorCode); ok {

@@ -196,7 +196,7 @@ func TestHostileInputIsRefusedAuditedAndChangesNothing(t *testing.T) {
 			}
 			continue
 		}
-		if want := tc.method + " " + tc.route; last.id == prev.id || last.action != want || last.status != 400 {
+		if want := api.AuditAction(tc.method, tc.route); last.id == prev.id || last.action != want || last.status != 400 {
 			t.Errorf("%s: last audit row %+v, want a new one for %s with status 400", tc.name, last, want)
 		}
 	}
@@ -330,7 +330,7 @@ func TestPanickingHandlerIsAudited(t *testing.T) {
 	if r := f.do("PUT", "/api/v1/rate-classes/gold", f.admin, []byte(`{"priority":1}`)); r.Code != 500 {
 		t.Fatalf("panicking handler = %d", r.Code)
 	}
-	if last := f.lastAudit(t); last.action != "PUT /api/v1/rate-classes/:name" || last.status != 500 {
+	if last := f.lastAudit(t); last.action != "rate_class.put" || last.status != 500 {
 		t.Errorf("last audit row %+v, want the PUT with status 500", last)
 	}
 }

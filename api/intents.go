@@ -96,6 +96,7 @@ func (s *Server) createDrain(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	c.Set(ctxAuditTarget, string(req.TargetKind)+"="+req.Target)
 	want := policy.Drain{Kind: req.TargetKind, Target: req.Target}
 	drained := slices.ContainsFunc(in.Intents.Drains, func(d policy.Drain) bool { return d.Kind == want.Kind && d.Target == want.Target })
 	if drained && !dryRun {

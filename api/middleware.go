@@ -61,6 +61,7 @@ func (s *Server) measure(c *gin.Context) {
 const (
 	ctxPrincipal   = "api.principal"
 	ctxAuditDetail = "api.audit_detail"
+	ctxAuditTarget = "api.audit_target" // the target a body names (a drain's)
 )
 
 func principal(c *gin.Context) (auth.Principal, bool) {

@@ -508,11 +508,11 @@ func TestEnrolledEndpointsOnANamespaceFabric(t *testing.T) {
 		var refused, enrolled, renewed int
 		for _, it := range audit.Items {
 			switch {
-			case it.Action == "POST "+contract.PathEnroll && it.Status == 401 && it.Actor == "anonymous":
+			case it.Action == "endpoint.enroll" && it.Status == 401 && it.Actor == "anonymous":
 				refused++
-			case it.Action == "POST "+contract.PathEnroll && it.Status == 200:
+			case it.Action == "endpoint.enroll" && it.Status == 200:
 				enrolled++
-			case it.Action == "POST "+contract.PathRenew && it.Status == 200 && it.Actor == "endpoint:"+e.names[b]:
+			case it.Action == "endpoint.renew" && it.Status == 200 && it.Actor == "endpoint:"+e.names[b]:
 				renewed++
 			}
 		}
