@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ import (
 	"github.com/multiplane/multiplane/planes"
 )
 
-// listEvents pages the history oldest first; the cursor is the last id.
+// listEvents pages the history, oldest first (or newest first with
+// order=desc); the cursor is the last id of the page.
 func (s *Server) listEvents(c *gin.Context) {
 	req, err := page.Parse(c.Query("limit"), "")
 	if err != nil {
@@ -31,16 +33,56 @@ func (s *Server) listEvents(c *gin.Context) {
 		fail(c, badRequest("invalid_parameter", "subject_kind", "subject_kind must be link, switch, plane or history"))
 		return
 	}
-	if since := c.Query("since"); since != "" {
-		if q.Since, err = time.Parse(time.RFC3339Nano, since); err != nil {
-			fail(c, badRequest("invalid_parameter", "since", "since must be an RFC 3339 time, like 2026-12-02T14:00:00Z"))
-			return
+	switch c.Query("order") {
+	case "", "asc":
+	case "desc":
+		q.Desc = true
+	default:
+		fail(c, badRequest("invalid_parameter", "order", "order must be asc (oldest first) or desc (newest first)"))
+		return
+	}
+	for _, bound := range []struct {
+		name string
+		t    *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if v := c.Query(bound.name); v != "" {
+			if *bound.t, err = time.Parse(time.RFC3339Nano, v); err != nil {
+				fail(c, badRequest("invalid_parameter", bound.name, "%s must be an RFC 3339 time, like 2026-12-02T14:00:00Z", bound.name))
+				return
+			}
 		}
 	}
 	if cur := c.Query("cursor"); cur != "" {
-		if q.AfterID, err = strconv.ParseInt(cur, 10, 64); err != nil || q.AfterID <= 0 {
+		id, err := strconv.ParseInt(cur, 10, 64)
+		if err != nil || id <= 0 {
 			fail(c, badRequest("invalid_parameter", "cursor", "cursor is not one this API returned"))
 			return
+		}
+		if q.Desc {
+			q.BeforeID = id
+		} else {
+			q.AfterID = id
+		}
+	}
+	if plane := c.Query("plane"); plane != "" {
+		snap, ok := s.snapshot(c)
+		if !ok {
+			return
+		}
+		if !slices.ContainsFunc(snap.Topology.Planes, func(p planes.Plane) bool { return p.Name == plane }) {
+			fail(c, fmt.Errorf("%w: plane %q", planes.ErrNotFound, plane))
+			return
+		}
+		q.Subjects = []string{plane} // the plane, its switches and its links
+		for _, sw := range snap.Topology.Switches {
+			if sw.Plane == plane {
+				q.Subjects = append(q.Subjects, sw.Name)
+			}
+		}
+		for _, l := range snap.Links {
+			if l.Plane == plane {
+				q.Subjects = append(q.Subjects, l.Name)
+			}
 		}
 	}
 	evs, err := s.deps.Events.List(c.Request.Context(), q)

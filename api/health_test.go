@@ -67,9 +67,45 @@ func TestHealthInAPIAndHistory(t *testing.T) {
 	if len(evs.Items) != 1 || evs.Items[0].To != "degraded" || evs.Items[0].SubjectKind != "plane" {
 		t.Fatalf("events for p0 = %+v", evs.Items)
 	}
+	// p1 changes too: by plane, p0's three transitions (link, switch,
+	// plane) and none of p1's; newest first pages back in time; until
+	// bounds them.
+	f.engine.ObserveInterfaces([]planes.InterfaceSample{{Switch: "p1-sw1", Interface: "Ethernet8", At: time.Now(), Oper: planes.OperDown}})
+	subjects := func(path string) (string, string) {
+		t.Helper()
+		evs.Items, evs.NextCursor = nil, ""
+		if r := f.do("GET", path, f.admin, nil); r.Code != 200 {
+			t.Fatalf("GET %s = %d %s", path, r.Code, r.Body)
+		} else {
+			r.json(t, &evs)
+		}
+		var out []string
+		for _, e := range evs.Items {
+			out = append(out, e.Subject)
+		}
+		return strings.Join(out, ","), evs.NextCursor
+	}
+	testutil.WaitFor(t, 10*time.Second, "p1's transitions in the history", func() bool {
+		got, _ := subjects("/api/v1/events?plane=p1")
+		return got == "p1-sw1:Ethernet8,p1-sw1,p1"
+	})
+	if got, _ := subjects("/api/v1/events?plane=p0"); got != "p0-sw1:Ethernet8,p0-sw1,p0" {
+		t.Fatalf("events of plane p0: %s", got)
+	}
+	got, cursor := subjects("/api/v1/events?order=desc&limit=2")
+	if got != "p1,p1-sw1" || cursor == "" {
+		t.Fatalf("newest first: %s, cursor %q", got, cursor)
+	}
+	if got, _ := subjects("/api/v1/events?order=desc&limit=2&cursor=" + cursor); got != "p1-sw1:Ethernet8,p0" {
+		t.Fatalf("newest first, second page: %s", got)
+	}
+	if got, _ := subjects("/api/v1/events?until=2020-01-01T00:00:00Z"); got != "" {
+		t.Fatalf("events until 2020: %s", got)
+	}
 	for path, want := range map[string]int{
 		"/api/v1/events?since=yesterday": 400, "/api/v1/events?subject_kind=rack": 400,
 		"/api/v1/events?cursor=x": 400, "/api/v1/events?since=2026-01-02T15:04:05Z&limit=2": 200,
+		"/api/v1/events?until=soon": 400, "/api/v1/events?order=sideways": 400, "/api/v1/events?plane=p9": 404,
 	} {
 		if r := f.do("GET", path, f.admin, nil); r.Code != want {
 			t.Errorf("%s = %d, want %d", path, r.Code, want)

@@ -89,7 +89,7 @@ func (s *Server) routes() {
 	get(viewer, "/rate-classes", nil, s.listRateClasses)
 	handle(operator, "PUT", "/rate-classes/:name", nil, s.putRateClass)
 	handle(operator, "DELETE", "/rate-classes/:name", nil, s.deleteRateClass)
-	get(viewer, "/events", paged("subject", "subject_kind", "since"), s.listEvents)
+	get(viewer, "/events", paged("subject", "subject_kind", "since", "until", "plane", "order"), s.listEvents)
 	get(viewer, "/stream", []string{"last_event_id"}, s.stream)
 
 	get(admin, "/tokens", nil, s.listTokens)

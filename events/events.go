@@ -62,22 +62,31 @@ func nullable(s string) *string {
 
 // Query selects events; zero fields select everything.
 type Query struct {
-	Since       time.Time
-	SubjectKind string
-	Subject     string
-	AfterID     int64 // the cursor: events with a larger id
-	Limit       int
+	Since, Until time.Time // at >= Since, at < Until
+	SubjectKind  string
+	Subject      string
+	Subjects     []string // any of these subjects (a plane's: itself, its switches and links)
+	AfterID      int64    // the cursor, oldest first: events with a larger id
+	BeforeID     int64    // the cursor, newest first: events with a smaller id
+	Desc         bool     // newest first
+	Limit        int
 }
 
-// List returns events in the order they happened (by id).
+// List returns events in the order they happened (by id), or the
+// reverse with Desc.
 func (s *Store) List(ctx context.Context, q Query) ([]planes.Event, error) {
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
+	order := "ASC"
+	if q.Desc {
+		order = "DESC"
+	}
 	rows, err := s.pool.Query(ctx, `SELECT id, at, subject_kind, subject, kind, coalesce(from_state, ''), coalesce(to_state, ''), reason, evidence
 		FROM events
-		WHERE id > $1 AND ($2::timestamptz IS NULL OR at >= $2) AND ($3 = '' OR subject_kind = $3) AND ($4 = '' OR subject = $4)
-		ORDER BY id LIMIT $5`, q.AfterID, nullTime(q.Since), q.SubjectKind, q.Subject, q.Limit)
+		WHERE id > $1 AND ($2::bigint = 0 OR id < $2) AND ($3::timestamptz IS NULL OR at >= $3) AND ($4::timestamptz IS NULL OR at < $4)
+			AND ($5 = '' OR subject_kind = $5) AND ($6 = '' OR subject = $6) AND ($7::text[] IS NULL OR subject = ANY($7))
+		ORDER BY id `+order+` LIMIT $8`, q.AfterID, q.BeforeID, nullTime(q.Since), nullTime(q.Until), q.SubjectKind, q.Subject, q.Subjects, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("events: list: %w", err)
 	}

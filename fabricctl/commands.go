@@ -48,9 +48,10 @@ var commands = []command{
 			}
 		}, run: listLinks},
 	{name: "endpoints", args: "[NAME]", help: "endpoints; with NAME, its ports, agent status and path set", run: endpoints},
-	{name: "events", args: "[--since 1h|RFC3339] [--subject S] [--kind link|switch|plane|history] [--follow]", help: "the history of state changes, oldest first; --follow waits for new ones",
+	{name: "events", args: "[--since 1h|RFC3339] [--plane P] [--subject S] [--kind link|switch|plane|history] [--follow]", help: "the history of state changes, oldest first; --follow waits for new ones",
 		flags: func(fs *flag.FlagSet) {
 			fs.String("since", "1h", "how far back: a duration (1h, 30m) or an RFC 3339 time")
+			fs.String("plane", "", "only events of this plane, its switches and its links")
 			fs.String("subject", "", "only events of this subject (a plane, switch or link name)")
 			fs.String("kind", "", "only events of subjects of this kind: link, switch, plane or history")
 			fs.Bool("follow", false, "after the history, print new events as they come (Ctrl-C stops)")
@@ -394,6 +395,9 @@ func listEvents(e *env, fs *flag.FlagSet) error {
 	}
 	if v := fs.Lookup("subject").Value.String(); v != "" {
 		q.Set("subject", v)
+	}
+	if v := fs.Lookup("plane").Value.String(); v != "" {
+		q.Set("plane", v)
 	}
 	if v := fs.Lookup("kind").Value.String(); v != "" {
 		q.Set("subject_kind", v)

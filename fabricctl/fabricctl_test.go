@@ -150,6 +150,9 @@ func TestAgainstFabricd(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok("-o", "json", "events", "--subject", "p1")), &evs); err != nil || len(evs) == 0 {
 		t.Fatalf("events -o json: %v %v", evs, err)
 	}
+	if out := ok("events", "--plane", "p2"); strings.Contains(out, "p1") {
+		t.Fatalf("events --plane p2 shows p1's:\n%s", out)
+	}
 	if a := ok("audit", "--limit", "5"); !regexp.MustCompile(`drain\.create\s+target_kind=plane|drain\.create\s+plane=p1`).MatchString(a) || !strings.Contains(a, "drain.dry_run") {
 		t.Fatalf("audit lacks the drain:\n%s", a)
 	}
