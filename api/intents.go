@@ -145,10 +145,7 @@ func (s *Server) listDrains(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if ds == nil {
-		ds = []intents.Drain{}
-	}
-	c.JSON(http.StatusOK, listResponse[intents.Drain]{Items: ds})
+	list(c, ds, func(d intents.Drain) string { return fmt.Sprintf("%020d", d.ID) }, func(intents.Drain) bool { return true })
 }
 
 func (s *Server) deleteDrain(c *gin.Context) {
@@ -172,10 +169,12 @@ func (s *Server) listRateClasses(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if cs == nil {
-		cs = []policy.RateClass{}
+	// The default class applies to every unassigned endpoint: listed even
+	// when no operator defined it (then unlimited).
+	if !slices.ContainsFunc(cs, func(rc policy.RateClass) bool { return rc.Name == policy.DefaultClass }) {
+		cs = append(cs, policy.RateClass{Name: policy.DefaultClass})
 	}
-	c.JSON(http.StatusOK, listResponse[policy.RateClass]{Items: cs})
+	list(c, cs, func(rc policy.RateClass) string { return rc.Name }, func(policy.RateClass) bool { return true })
 }
 
 type rateClassRequest struct {

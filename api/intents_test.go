@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +140,72 @@ func TestRateClasses(t *testing.T) {
 	f.do("DELETE", "/api/v1/endpoints/host-a/rate-class", op, nil)
 	if r := f.do("DELETE", "/api/v1/rate-classes/gold", op, nil); r.Code != 204 {
 		t.Errorf("delete unused class = %d %s", r.Code, r.Body)
+	}
+
+	// The default class is listed though nobody defined it, unlimited; once
+	// defined it limits every unassigned endpoint. Lists page.
+	var classes struct {
+		Items      []policy.RateClass
+		NextCursor string `json:"next_cursor"`
+	}
+	f.do("GET", "/api/v1/rate-classes", op, nil).json(t, &classes)
+	if len(classes.Items) != 1 || classes.Items[0] != (policy.RateClass{Name: policy.DefaultClass}) {
+		t.Fatalf("rate classes with none defined: %+v", classes.Items)
+	}
+	for _, name := range []string{"default", "silver", "bronze"} {
+		if r := f.do("PUT", "/api/v1/rate-classes/"+name, op, []byte(`{"egress_bps":5000000000}`)); r.Code != 200 {
+			t.Fatalf("put %s = %d %s", name, r.Code, r.Body)
+		}
+	}
+	f.do("GET", "/api/v1/endpoints/host-b/policy", op, nil).json(t, &pol)
+	if pol.Rate.Class != policy.DefaultClass || pol.Rate.EgressBps != 5e9 {
+		t.Fatalf("unassigned host-b's rate with default defined = %+v", pol.Rate)
+	}
+	var names []string
+	for cursor := ""; ; {
+		classes.Items, classes.NextCursor = nil, ""
+		f.do("GET", "/api/v1/rate-classes?limit=2&cursor="+cursor, op, nil).json(t, &classes)
+		for _, c := range classes.Items {
+			names = append(names, c.Name)
+		}
+		if cursor = classes.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if strings.Join(names, ",") != "bronze,default,silver" {
+		t.Fatalf("rate classes by pages of 2: %v", names)
+	}
+}
+
+func TestDrainsAndTokensPage(t *testing.T) {
+	f := newFixture(t)
+	f.loadExample()
+	for _, p := range []string{"p0", "p1", "p2"} {
+		if r := f.do("POST", "/api/v1/drains", f.admin, []byte(`{"target_kind":"plane","target":"`+p+`","reason":"page"}`)); r.Code != 201 {
+			t.Fatalf("drain %s = %d %s", p, r.Code, r.Body)
+		}
+	}
+	f.mint("second", auth.RoleViewer)
+	f.mint("third", auth.RoleViewer)
+	for _, tc := range []struct{ path, field string }{{"/api/v1/drains", "target"}, {"/api/v1/tokens", "name"}} {
+		var seen []string
+		pages := 0
+		for cursor := ""; ; pages++ {
+			var page struct {
+				Items      []map[string]any
+				NextCursor string `json:"next_cursor"`
+			}
+			f.do("GET", tc.path+"?limit=2&cursor="+cursor, f.admin, nil).json(t, &page)
+			for _, it := range page.Items {
+				seen = append(seen, fmt.Sprint(it[tc.field]))
+			}
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if len(seen) != 3 || pages != 1 {
+			t.Errorf("%s by pages of 2: %v in %d pages", tc.path, seen, pages+1)
+		}
 	}
 }
 

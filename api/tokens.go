@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -63,7 +64,7 @@ func (s *Server) listTokens(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, listResponse[auth.Token]{Items: toks})
+	list(c, toks, func(t auth.Token) string { return fmt.Sprintf("%020d", t.ID) }, func(auth.Token) bool { return true })
 }
 
 func (s *Server) revokeToken(c *gin.Context) {

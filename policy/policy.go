@@ -207,10 +207,12 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 	}
 	slices.SortFunc(ports, func(a, b contract.DirectoryPort) int { return a.Index - b.Index })
 
+	// Unassigned endpoints, and those whose class is gone, take the
+	// default class: unlimited unless an operator defined "default".
 	className := in.Intents.Assignments[e.Name]
 	class, ok := classes[className]
 	if !ok {
-		className, class = DefaultClass, RateClass{Name: DefaultClass}
+		className, class = DefaultClass, classes[DefaultClass]
 	}
 	rate := contract.RatePolicy{Class: className, EgressBps: class.EgressBps, IngressBps: class.IngressBps}
 	for _, p := range e.Ports {
