@@ -12,6 +12,7 @@ import (
 	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/policy"
+	"github.com/multiplane/multiplane/policy/fleet"
 )
 
 func TestDrainsWhatIfAndForce(t *testing.T) {
@@ -247,5 +248,20 @@ func TestStatusAndConvergence(t *testing.T) {
 	}
 	if conv.Laggards[0].Endpoint != "host-b" || !conv.Laggards[0].Reporting {
 		t.Fatalf("first laggard = %+v", conv.Laggards[0])
+	}
+	// The endpoint list shows each agent in short.
+	var eps struct {
+		Items []struct {
+			Name  string
+			Agent *fleet.Agent
+		}
+	}
+	f.do("GET", "/api/v1/endpoints?limit=3", f.admin, nil).json(t, &eps)
+	if len(eps.Items) != 3 || eps.Items[0].Agent == nil || eps.Items[2].Agent == nil {
+		t.Fatalf("endpoints = %+v", eps.Items)
+	}
+	a, b, c := eps.Items[0].Agent, eps.Items[1].Agent, eps.Items[2].Agent
+	if !a.Reporting || a.AppliedGeneration != 7 || a.Source != "etcd" || !b.Reporting || len(b.Errors) != 1 || c.Reporting {
+		t.Fatalf("agents of host-a, -b, -c: %+v %+v %+v", a, b, c)
 	}
 }

@@ -1,12 +1,14 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"mime"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	yaml "go.yaml.in/yaml/v3"
@@ -15,6 +17,7 @@ import (
 	"github.com/multiplane/multiplane/internal/page"
 	"github.com/multiplane/multiplane/inventory"
 	"github.com/multiplane/multiplane/planes"
+	"github.com/multiplane/multiplane/policy/fleet"
 )
 
 // listResponse is the shape of every paginated list.
@@ -236,14 +239,39 @@ func (s *Server) getSwitch(c *gin.Context) {
 	}
 }
 
+// endpointView is an endpoint with its agent, in the list.
+type endpointView struct {
+	planes.Endpoint
+	// Agent is nil when the agents' statuses could not be read (etcd away).
+	Agent *fleet.Agent `json:"agent"`
+}
+
 func (s *Server) listEndpoints(c *gin.Context) {
 	snap, ok := s.snapshot(c)
 	if !ok {
 		return
 	}
 	plane := c.Query("plane")
-	list(c, snap.Topology.Endpoints, func(e planes.Endpoint) string { return e.Name },
-		func(e planes.Endpoint) bool {
+	views := make([]endpointView, len(snap.Topology.Endpoints))
+	names := make([]string, len(views))
+	for i, e := range snap.Topology.Endpoints {
+		views[i].Endpoint, names[i] = e, e.Name
+	}
+	if s.deps.Fleet != nil {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		agents, err := s.deps.Fleet.Agents(ctx, names)
+		cancel()
+		if err != nil {
+			loggerFrom(c).Warn("endpoints listed without their agents", "err", err)
+		}
+		for i := range views {
+			if a, ok := agents[views[i].Name]; ok {
+				views[i].Agent = &a
+			}
+		}
+	}
+	list(c, views, func(e endpointView) string { return e.Name },
+		func(e endpointView) bool {
 			return plane == "" || slices.ContainsFunc(e.Ports, func(p planes.Port) bool { return p.Plane == plane })
 		})
 }

@@ -226,15 +226,32 @@ func endpoints(e *env, fs *flag.FlagSet) error {
 	type endpoint struct {
 		Name  string
 		Ports []port
+		Agent *struct {
+			Reporting         bool
+			AppliedGeneration uint64 `json:"applied_generation"`
+			Version           string
+			Errors            []string
+		}
 	}
 	switch fs.NArg() {
 	case 0:
-		return listed(e, "/api/v1/endpoints", []string{"NAME", "PLANES", "ADDRESSES"}, func(ep endpoint) []string {
+		return listed(e, "/api/v1/endpoints", []string{"NAME", "PLANES", "ADDRESSES", "AGENT"}, func(ep endpoint) []string {
 			var planes, addrs []string
 			for _, p := range ep.Ports {
 				planes, addrs = append(planes, p.Plane), append(addrs, p.Address)
 			}
-			return []string{ep.Name, strings.Join(planes, ","), strings.Join(addrs, ",")}
+			agent := "unknown (etcd unreadable)"
+			switch a := ep.Agent; {
+			case a == nil:
+			case !a.Reporting:
+				agent = "not reporting"
+			default:
+				agent = fmt.Sprintf("generation %d, %s", a.AppliedGeneration, orDash(a.Version))
+				if len(a.Errors) > 0 {
+					agent += fmt.Sprintf(", %d errors", len(a.Errors))
+				}
+			}
+			return []string{ep.Name, strings.Join(planes, ","), strings.Join(addrs, ","), agent}
 		})
 	case 1:
 		return endpoint1(e, fs.Arg(0))

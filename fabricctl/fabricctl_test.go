@@ -110,7 +110,7 @@ func TestAgainstFabricd(t *testing.T) {
 			t.Fatalf("links --plane p2 listed %v", l)
 		}
 	}
-	if eps := rows(ok("endpoints"), "NAME"); len(eps) != 8 || eps[0][0] != "host-a" || eps[0][1] != "p0,p1,p2,p3" {
+	if eps := rows(ok("endpoints"), "NAME"); len(eps) != 8 || eps[0][0] != "host-a" || eps[0][1] != "p0,p1,p2,p3" || eps[0][3] != "not reporting" {
 		t.Fatalf("endpoints rows %v", eps)
 	}
 	one := ok("endpoints", "host-c")

@@ -44,6 +44,41 @@ func (r *Reader) Status(ctx context.Context, endpoint string) (contract.StatusDo
 	return st, nil
 }
 
+// Agent is what the list of endpoints shows of each one's agent.
+type Agent struct {
+	Reporting         bool     `json:"reporting"` // has a live status
+	AppliedGeneration uint64   `json:"applied_generation"`
+	Version           string   `json:"version,omitempty"`
+	Source            string   `json:"source,omitempty"`
+	Errors            []string `json:"errors,omitempty"`
+}
+
+// Agents reads every agent's status in one request and returns what names
+// (the topology's endpoints) have; endpoints without a status are not
+// reporting.
+func (r *Reader) Agents(ctx context.Context, names []string) (map[string]Agent, error) {
+	resp, err := r.cli.Get(ctx, contract.PrefixStatus, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	out := make(map[string]Agent, len(names))
+	for _, n := range names {
+		out[n] = Agent{}
+	}
+	for _, kv := range resp.Kvs {
+		name := strings.TrimPrefix(string(kv.Key), contract.PrefixStatus)
+		if _, ok := out[name]; !ok {
+			continue // not in the topology
+		}
+		var st contract.StatusDoc
+		if json.Unmarshal(kv.Value, &st) != nil {
+			continue
+		}
+		out[name] = Agent{Reporting: true, AppliedGeneration: st.AppliedGeneration, Version: st.Version, Source: st.Source, Errors: st.Errors}
+	}
+	return out, nil
+}
+
 // Laggard is an endpoint behind the target generation.
 type Laggard struct {
 	Endpoint          string   `json:"endpoint"`
