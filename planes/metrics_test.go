@@ -1,8 +1,10 @@
 package planes
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -49,5 +51,23 @@ multiplane_planes_utilization_ratio{plane="p1"} 0
 	}
 	if got["s0:E1"] != 2 || got["s0:E0"] != 0 || got["s1:E1"] != 0 {
 		t.Fatalf("link states %v, want s0:E1 down (2), the others up", got)
+	}
+}
+
+// Rates in JSON carry their units: per second, the interval in seconds.
+func TestInterfaceRatesJSON(t *testing.T) {
+	r := InterfaceRates{Interval: 1500 * time.Millisecond, InOctets: 125, ECNMarked: 2}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"interval_seconds":1.5`, `"in_octets_per_second":125`, `"ecn_marked_pkts_per_second":2`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("%s lacks %s", data, want)
+		}
+	}
+	var back InterfaceRates
+	if err := json.Unmarshal(data, &back); err != nil || back != r {
+		t.Fatalf("round trip: %+v, %v; want %+v", back, err, r)
 	}
 }

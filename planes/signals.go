@@ -1,6 +1,9 @@
 package planes
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // OperStatus is an interface's OpenConfig oper-status (UP, DOWN, TESTING,
 // UNKNOWN, DORMANT, NOT_PRESENT, LOWER_LAYER_DOWN).
@@ -14,18 +17,43 @@ const (
 
 // InterfaceRates are per-second rates computed from counter deltas over
 // Interval. Every rate is ≥ 0: counter wraps and resets never show here.
+// The JSON names carry their units.
 type InterfaceRates struct {
-	Interval    time.Duration `json:"interval"`
-	InOctets    float64       `json:"in_octets"`
-	OutOctets   float64       `json:"out_octets"`
-	InPkts      float64       `json:"in_pkts"`
-	OutPkts     float64       `json:"out_pkts"`
-	InErrors    float64       `json:"in_errors"`
-	InDiscards  float64       `json:"in_discards"`
-	OutDiscards float64       `json:"out_discards"`
-	InFCSErrors float64       `json:"in_fcs_errors"`
-	ECNMarked   float64       `json:"ecn_marked_pkts"` // output queues, summed
-	QueueDrops  float64       `json:"queue_dropped_pkts"`
+	Interval    time.Duration `json:"-"`
+	InOctets    float64       `json:"in_octets_per_second"`
+	OutOctets   float64       `json:"out_octets_per_second"`
+	InPkts      float64       `json:"in_pkts_per_second"`
+	OutPkts     float64       `json:"out_pkts_per_second"`
+	InErrors    float64       `json:"in_errors_per_second"`
+	InDiscards  float64       `json:"in_discards_per_second"`
+	OutDiscards float64       `json:"out_discards_per_second"`
+	InFCSErrors float64       `json:"in_fcs_errors_per_second"`
+	ECNMarked   float64       `json:"ecn_marked_pkts_per_second"` // output queues, summed
+	QueueDrops  float64       `json:"queue_dropped_pkts_per_second"`
+}
+
+// rateJSON is InterfaceRates with its interval in seconds.
+type rateJSON struct {
+	IntervalSeconds float64 `json:"interval_seconds"`
+	rateFields
+}
+
+type rateFields InterfaceRates // without MarshalJSON
+
+// MarshalJSON writes the interval in seconds (interval_seconds).
+func (r InterfaceRates) MarshalJSON() ([]byte, error) {
+	return json.Marshal(rateJSON{IntervalSeconds: r.Interval.Seconds(), rateFields: rateFields(r)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *InterfaceRates) UnmarshalJSON(data []byte) error {
+	var j rateJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*r = InterfaceRates(j.rateFields)
+	r.Interval = time.Duration(j.IntervalSeconds * float64(time.Second))
+	return nil
 }
 
 // LossRatio is errors and discards per packet.
