@@ -144,6 +144,27 @@ func (f *fixture) loadExample() {
 	}
 }
 
+func TestWhoAmI(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		role auth.Role
+		can  string
+	}{{auth.RoleViewer, "view"}, {auth.RoleOperator, "view,operate"}, {auth.RoleAdmin, "view,operate,administer"}} {
+		var w struct {
+			Name, Role string
+			Can        []string
+		}
+		r := f.do("GET", "/api/v1/whoami", f.mint("who-"+string(tc.role), tc.role), nil)
+		r.json(t, &w)
+		if r.Code != 200 || w.Name != "who-"+string(tc.role) || w.Role != string(tc.role) || strings.Join(w.Can, ",") != tc.can {
+			t.Errorf("whoami of a %s: %d %+v", tc.role, r.Code, w)
+		}
+	}
+	if r := f.do("GET", "/api/v1/whoami", "", nil); r.Code != 401 {
+		t.Errorf("whoami without a token: %d", r.Code)
+	}
+}
+
 func TestOpenRoutesAndAuth(t *testing.T) {
 	f := newFixture(t)
 	viewer := f.mint("viewer", auth.RoleViewer)

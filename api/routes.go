@@ -62,6 +62,7 @@ func (s *Server) routes() {
 	operator := v1.Group("", require(auth.RoleOperator))
 	admin := v1.Group("", require(auth.RoleAdmin))
 
+	get(viewer, "/whoami", nil, s.whoami)
 	get(viewer, "/topology", nil, s.getTopology)
 	handle(admin, "PUT", "/topology", nil, s.putTopology)
 

@@ -105,3 +105,23 @@ func (s *Server) listAudit(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, resp)
 }
+
+// whoAmI is who the request's token is, and what it may do.
+type whoAmI struct {
+	Name    string   `json:"name"`
+	Role    string   `json:"role"`
+	TokenID int64    `json:"token_id,omitempty"`
+	Can     []string `json:"can"` // the roles' abilities: view, operate (drains, rate classes), administer (topology, tokens, audit)
+}
+
+func (s *Server) whoami(c *gin.Context) {
+	p, _ := principal(c)
+	w := whoAmI{Name: p.Name, Role: string(p.Role), TokenID: p.TokenID, Can: []string{"view"}}
+	if p.Role.Allows(auth.RoleOperator) {
+		w.Can = append(w.Can, "operate")
+	}
+	if p.Role.Allows(auth.RoleAdmin) {
+		w.Can = append(w.Can, "administer")
+	}
+	c.JSON(http.StatusOK, w)
+}
