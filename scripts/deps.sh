@@ -40,6 +40,7 @@ if [ "$want" = test ]; then
   need_cmd dpkg-deb dpkg
   need_cmd node nodejs
   need_cmd npm npm
+  need_cmd chromium chromium # the dashboard's browser test (playwright-core drives it)
 fi
 
 # npm_tools installs the npm packages of package-lock.json (the OpenAPI

@@ -8,7 +8,8 @@ let asOf = 0;          // when the shown figures were true (ms since the epoch)
 const STALE_MS = 3000; // no summary for this long: the figures are stale
 
 // when shows a time with its date and zone.
-const when = (t) => new Date(t).toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium", timeZoneName: "short" });
+const when = (t) => new Date(t).toLocaleString(undefined, {
+  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
 
 function cell(text, cls) {
   const td = document.createElement("td");
@@ -17,7 +18,7 @@ function cell(text, cls) {
   return td;
 }
 const pct = (x) => (100 * (x || 0)).toFixed(1) + "%";
-const gbps = (b) => ((b || 0) / 1e9).toFixed(1) + " Gbit/s";
+const gbps = (b) => (b || 0) >= 1e9 ? (b / 1e9).toFixed(1) + " Gbit/s" : ((b || 0) / 1e6).toFixed(0) + " Mbit/s";
 
 async function api(path) {
   const r = await fetch(path, { headers: { Authorization: "Bearer " + token } });
@@ -73,12 +74,12 @@ function fresh(t) {
   $("asof").textContent = "as of " + when(t);
   document.body.classList.remove("stale");
 }
-setInterval(() => {
-  if (asOf && Date.now() - asOf > STALE_MS) {
-    document.body.classList.add("stale");
-    $("asof").textContent = "stale: as of " + when(asOf);
-  }
-}, 1000);
+function stale() {
+  if (!asOf) return;
+  document.body.classList.add("stale");
+  $("asof").textContent = "stale: as of " + when(asOf);
+}
+setInterval(() => { if (asOf && Date.now() - asOf > STALE_MS) stale(); }, 1000);
 
 // follow reads the server-sent events with fetch (EventSource cannot send a token).
 async function follow() {
@@ -105,6 +106,7 @@ async function follow() {
       if (ev[1] === "planes") renderPlanes(d);
       else if (ev[1] === "summary") { renderPlanes(d.planes); renderSwitches(d.switches); fresh(Date.parse(d.at)); }
       else if (ev[1] === "state_change") addEvent(d);
+      else if (ev[1] === "end") stale(); // fabricd ends the stream (stopping, or the token expired)
     }
   }
   throw new Error("stream ended");
@@ -112,7 +114,7 @@ async function follow() {
 
 function show(err) {
   $("error").textContent = err ? String(err.message || err) : "";
-  if (err) { $("live").textContent = "offline"; $("live").className = "badge off"; }
+  if (err) { $("live").textContent = "offline"; $("live").className = "badge off"; stale(); } // the stream is gone
 }
 
 async function start() {

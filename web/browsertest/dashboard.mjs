@@ -1,0 +1,120 @@
+// The dashboard as an operator sees it, in Debian's Chromium driven by
+// playwright-core: integration/TestDashboardInABrowser runs this against a
+// real fabricd with a userspace fabric moving traffic, and a control
+// endpoint that fails a plane. It prints one JSON object per measured
+// figure and exits 1 at the first check that fails.
+import { chromium } from "playwright-core";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+
+const { DASHBOARD_URL, TOKEN, CONTROL_URL, SCREENSHOTS } = process.env;
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const require = createRequire(import.meta.url);
+
+let browser, page;
+const errors = [];
+async function fail(msg) {
+  console.error("FAIL: " + msg);
+  if (errors.length) console.error("page errors: " + errors.join("; "));
+  if (page) console.error("page error line: " + (await page.textContent("#error").catch(() => "?")));
+  if (browser) await browser.close();
+  process.exit(1);
+}
+const report = (name, value) => console.log(JSON.stringify({ [name]: value }));
+const api = async (path) => {
+  const r = await fetch(DASHBOARD_URL + path, { headers: { Authorization: "Bearer " + TOKEN } });
+  if (!r.ok) await fail(`GET ${path}: ${r.status}`);
+  return r.json();
+};
+const control = async (what) => {
+  const r = await fetch(CONTROL_URL + what, { method: "POST" });
+  if (!r.ok) await fail(`control ${what}: ${r.status}`);
+};
+const within = (ms, what, fn, arg) =>
+  page.waitForFunction(fn, arg, { timeout: ms, polling: 50 }).catch(() => fail(`${what} not within ${ms} ms`));
+
+browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+page.on("pageerror", (e) => errors.push(e.message));
+page.on("console", (m) => { if (m.type() === "error") errors.push("console: " + m.text()); });
+const started = new Date().toISOString();
+
+// Log in.
+let t = Date.now();
+await page.goto(DASHBOARD_URL + "/");
+await page.fill("#token", TOKEN);
+await page.click("#login button");
+await within(10000, "the live stream", () => document.querySelector("#live").textContent === "live");
+await within(5000, "the planes table", () => document.querySelectorAll("#planes tbody tr").length === 4);
+report("login_to_live_ms", Date.now() - t);
+
+// The figures move while traffic runs, and say when they were true.
+const utilisation = () => [...document.querySelectorAll("#planes tbody tr")].map((tr) => tr.children[4].textContent).join("|");
+const util0 = await page.evaluate(utilisation);
+const asof0 = await page.textContent("#asof");
+t = Date.now();
+await within(3000, `a change of the utilisation figures (${util0})`,
+  (u) => [...document.querySelectorAll("#planes tbody tr")].map((tr) => tr.children[4].textContent).join("|") !== u, util0);
+report("utilisation_changed_ms", Date.now() - t);
+if (!/as of .*\d{1,2}:\d{2}:\d{2}/.test(await page.textContent("#asof")) || (await page.textContent("#asof")) === asof0)
+  await fail(`"as of" did not move: ${asof0}`);
+
+// A plane fails at its switch: its row says down within 2 s, and its
+// traffic (from the switch's counters) falls to nothing.
+const row = (p, col) => `#planes tbody tr[data-plane="${p}"] td:nth-child(${col})`;
+await control("/fail?plane=1");
+t = Date.now();
+await within(2000, "p1 shown down", (sel) => document.querySelector(sel).textContent === "down", row("p1", 2));
+report("plane_down_shown_ms", Date.now() - t);
+await within(10000, "p1's utilisation at 0.0%", (sel) => document.querySelector(sel).textContent === "0.0%", row("p1", 5));
+report("plane_traffic_gone_ms", Date.now() - t);
+if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/overview-plane-down.png`, fullPage: true });
+
+// The events list holds every transition the API has since the start.
+await page.waitForTimeout(1500); // the history's writer and the stream's poll
+const apiIds = (await api(`/api/v1/events?limit=1000&since=${encodeURIComponent(started)}`)).items.map((e) => String(e.id));
+const shown = await page.$$eval("#events li[data-id]", (lis) => lis.map((li) => li.dataset.id));
+const missing = apiIds.filter((id) => !shown.includes(id));
+if (apiIds.length === 0 || missing.length) await fail(`events: API has ${apiIds.length} since the start, the page lacks ${missing}`);
+report("events_matched", apiIds.length);
+
+// Restored, then reloaded: nothing stale, the state the API says.
+await control("/restore?plane=1");
+await page.reload();
+await within(10000, "the live stream after a reload", () => document.querySelector("#live").textContent === "live");
+const apiP1 = (await api("/api/v1/planes/p1")).state;
+const shownP1 = await page.textContent(row("p1", 2));
+if (await page.evaluate(() => document.body.classList.contains("stale"))) await fail("stale right after a reload");
+report("after_reload", { api: apiP1, shown: shownP1 });
+
+// Accessibility: axe-core finds nothing serious or critical.
+// (evaluated through the debugging protocol: the page's CSP rightly
+// refuses inline scripts)
+await page.evaluate(readFileSync(require.resolve("axe-core/axe.min.js"), "utf8"));
+const axe = await page.evaluate(async () => (await window.axe.run()).violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(" ") + ": " + n.failureSummary.split("\n").pop()) })));
+const serious = axe.filter((v) => v.impact === "serious" || v.impact === "critical");
+report("axe_violations", axe);
+if (serious.length) await fail("axe: " + JSON.stringify(serious));
+
+// At 390 px nothing overflows sideways.
+await page.setViewportSize({ width: 390, height: 844 });
+const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+report("overflow_at_390px", overflow);
+if (overflow > 0) await fail(`the page is ${overflow} px wider than a 390 px screen`);
+if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/overview-390px.png`, fullPage: true });
+await page.setViewportSize({ width: 1280, height: 900 });
+
+if (errors.length) await fail("page errors: " + errors.join("; "));
+
+// fabricd gone: the page says its figures are stale within 5 s (they are
+// fresh first; the errors of the lost connection are expected then).
+await within(3000, "fresh figures", () => !document.body.classList.contains("stale"));
+t = Date.now();
+const stopped = control("/stop-fabricd"); // returns once fabricd has exited
+await within(5000, "the stale marking", () => document.body.classList.contains("stale"));
+report("stale_marked_ms", Date.now() - t); // from the stop request
+await stopped;
+report("fabricd_stop_ms", Date.now() - t);
+if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/overview-stale.png`, fullPage: true });
+await browser.close();
+console.log("PASS");
