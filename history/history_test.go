@@ -16,9 +16,11 @@ type health struct {
 	link  planes.LinkHealth
 }
 
-func (h *health) PlaneHealth(string) (planes.PlaneHealth, bool)   { return h.plane, true }
-func (h *health) SwitchHealth(string) (planes.SwitchHealth, bool) { return planes.SwitchHealth{}, false }
-func (h *health) LinkHealth(string) (planes.LinkHealth, bool)     { return h.link, true }
+func (h *health) PlaneHealth(string) (planes.PlaneHealth, bool) { return h.plane, true }
+func (h *health) SwitchHealth(string) (planes.SwitchHealth, bool) {
+	return planes.SwitchHealth{}, false
+}
+func (h *health) LinkHealth(string) (planes.LinkHealth, bool) { return h.link, true }
 
 func topology(links int) (*planes.Topology, []planes.Link) {
 	t := &planes.Topology{Planes: []planes.Plane{{Name: "p0"}, {Name: "p1"}}}
