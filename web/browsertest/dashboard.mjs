@@ -78,6 +78,36 @@ const missing = apiIds.filter((id) => !shown.includes(id));
 if (apiIds.length === 0 || missing.length) await fail(`events: API has ${apiIds.length} since the start, the page lacks ${missing}`);
 report("events_matched", apiIds.length);
 
+// Drain p2 with a preview, confirm it, end it.
+await page.selectOption("#drain-plane", "p2");
+await page.fill("#drain-reason", "browser test");
+await page.click("#drain-preview");
+await within(3000, "the drain preview", () => !document.querySelector("#drain-impact").hidden &&
+  /^Draining plane p2 changes \d+ endpoints' path sets/.test(document.querySelector("#drain-summary").textContent));
+report("drain_preview", await page.textContent("#drain-summary"));
+if ((await api("/api/v1/drains")).items.length) await fail("the preview drained");
+if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/drain-preview.png`, fullPage: true });
+await page.click("#drain-confirm");
+t = Date.now();
+await within(3000, "the drain listed", () => [...document.querySelectorAll("#drains tbody tr")].some((tr) => tr.children[1].textContent === "plane p2"));
+await within(3000, "p2 shown draining", (sel) => document.querySelector(sel).textContent === "draining", row("p2", 2));
+report("drain_to_draining_shown_ms", Date.now() - t);
+await page.click('#drains tbody tr button:has-text("End")');
+await within(3000, "the drain ended", () => document.querySelectorAll("#drains tbody tr").length === 0);
+await within(5000, "p2 back to healthy", (sel) => document.querySelector(sel).textContent === "healthy", row("p2", 2));
+
+// A viewer sees no drain actions.
+const viewer = await fetch(DASHBOARD_URL + "/api/v1/tokens", { method: "POST", headers: { Authorization: "Bearer " + TOKEN, "Content-Type": "application/json" },
+  body: JSON.stringify({ name: "dashboard-viewer", role: "viewer" }) }).then((r) => r.json());
+const vpage = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+await vpage.goto(DASHBOARD_URL + "/");
+await vpage.fill("#token", viewer.token);
+await vpage.click("#login button");
+await vpage.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 10000 }).catch(() => fail("viewer: no live stream"));
+if (await vpage.isVisible("#drain-form") || (await vpage.$$('button:has-text("End")')).length) await fail("a viewer sees drain actions");
+report("viewer_sees_no_drain_actions", true);
+await vpage.close();
+
 // Restored, then reloaded: nothing stale, the state the API says.
 await control("/restore?plane=1");
 await page.reload();

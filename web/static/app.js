@@ -20,14 +20,72 @@ function cell(text, cls) {
 const pct = (x) => (100 * (x || 0)).toFixed(1) + "%";
 const gbps = (b) => (b || 0) >= 1e9 ? (b / 1e9).toFixed(1) + " Gbit/s" : ((b || 0) / 1e6).toFixed(0) + " Mbit/s";
 
-async function api(path) {
-  const r = await fetch(path, { headers: { Authorization: "Bearer " + token } });
-  const body = await r.json();
-  if (!r.ok) throw new Error(body.error ? body.error.message : r.statusText);
-  return body;
+async function api(path, method = "GET", body) {
+  const opts = { method, headers: { Authorization: "Bearer " + token } };
+  if (body !== undefined) { opts.body = JSON.stringify(body); opts.headers["Content-Type"] = "application/json"; }
+  const r = await fetch(path, opts);
+  const out = r.status === 204 ? {} : await r.json();
+  if (!r.ok) throw new Error(out.error ? out.error.message : r.statusText);
+  return out;
 }
 
+// Drains: preview what a drain changes, confirm it, end it. Only roles
+// that may operate see the actions (GET /api/v1/whoami).
+let canOperate = false;
+function renderDrains(items) {
+  $("drains").tBodies[0].replaceChildren(...items.map((d) => {
+    const tr = document.createElement("tr");
+    tr.append(cell(String(d.id)), cell(`${d.target_kind} ${d.target}`), cell(d.reason), cell(d.created_by), cell(when(d.created_at)));
+    const td = document.createElement("td");
+    td.className = "operator-only";
+    if (canOperate) {
+      const b = document.createElement("button");
+      b.type = "button"; b.textContent = "End"; b.setAttribute("aria-label", `End drain ${d.id} of ${d.target_kind} ${d.target}`);
+      b.addEventListener("click", () => api(`/api/v1/drains/${d.id}`, "DELETE").then(loadDrains).catch(show));
+      td.append(b);
+    }
+    tr.append(td);
+    return tr;
+  }));
+}
+const loadDrains = async () => renderDrains((await api("/api/v1/drains?limit=1000")).items);
+let pending = null; // the drain previewed, to confirm
+$("drain-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  pending = { target_kind: "plane", target: $("drain-plane").value, reason: $("drain-reason").value.trim() };
+  try {
+    const r = await api("/api/v1/drains?dry_run=true", "POST", pending);
+    const aff = r.impact.affected || [];
+    const left = aff.length ? aff.reduce((s, a) => s + a.capacity_after, 0) / aff.length : 1;
+    // Projected load: today's traffic on the usable planes, over what is
+    // left of their capacity without the drained one.
+    const usable = lastPlanes.filter((p) => p.state !== "down" && p.state !== "draining");
+    const traffic = usable.reduce((s, p) => s + p.utilization * p.capacity_bps, 0);
+    const remaining = usable.filter((p) => p.name !== pending.target).reduce((s, p) => s + p.capacity_bps, 0);
+    const load = remaining > 0 ? `the other usable planes would carry about ${pct(traffic / remaining)} of their capacity` : "no usable plane would be left";
+    $("drain-summary").textContent = `Draining plane ${pending.target} changes ${aff.length} endpoints' path sets` +
+      `, strands ${(r.impact.stranded || []).length}; they keep ${pct(left)} of their port capacity on average; ${load}.`;
+    $("impact").tBodies[0].replaceChildren(...aff.map((a) => {
+      const tr = document.createElement("tr");
+      tr.append(cell(a.endpoint), cell(a.planes_before.join(", ")), cell(a.planes_after.join(", ")), cell(pct(a.capacity_before)), cell(pct(a.capacity_after)));
+      return tr;
+    }));
+    $("drain-impact").hidden = false;
+    $("drain-confirm").focus();
+  } catch (e) { show(e); }
+});
+$("drain-confirm").addEventListener("click", async () => {
+  try { await api("/api/v1/drains", "POST", pending); $("drain-impact").hidden = true; pending = null; await loadDrains(); } catch (e) { show(e); }
+});
+$("drain-cancel").addEventListener("click", () => { $("drain-impact").hidden = true; pending = null; });
+
+let lastPlanes = [];
 function renderPlanes(items) {
+  lastPlanes = items;
+  const sel = $("drain-plane");
+  if (sel.options.length !== items.length) {
+    sel.replaceChildren(...items.map((p) => { const o = document.createElement("option"); o.value = o.textContent = p.name; return o; }));
+  }
   const tb = $("planes").tBodies[0];
   tb.replaceChildren(...items.map((p) => {
     const tr = document.createElement("tr");
@@ -57,10 +115,14 @@ function addEvent(e) {
 }
 
 async function refresh() {
+  const me = await api("/api/v1/whoami");
+  canOperate = me.can.includes("operate");
+  document.body.classList.toggle("can-operate", canOperate);
   const [planes, switches, events] = await Promise.all([
     api("/api/v1/planes"), api("/api/v1/switches?limit=1000"), api("/api/v1/events?limit=50&since=" + new Date(Date.now() - 3600e3).toISOString())]);
   renderPlanes(planes.items);
   renderSwitches(switches.items);
+  await loadDrains();
   $("events").replaceChildren();
   events.items.forEach(addEvent);
   if (!lastEventId && events.items.length) lastEventId = String(events.items[events.items.length - 1].id);
@@ -105,7 +167,7 @@ async function follow() {
       if (id) lastEventId = id[1];
       if (ev[1] === "planes") renderPlanes(d);
       else if (ev[1] === "summary") { renderPlanes(d.planes); renderSwitches(d.switches); fresh(Date.parse(d.at)); }
-      else if (ev[1] === "state_change") addEvent(d);
+      else if (ev[1] === "state_change") { addEvent(d); if (d.subject_kind === "plane" && (d.to === "draining" || d.from === "draining")) loadDrains().catch(show); }
       else if (ev[1] === "end") stale(); // fabricd ends the stream (stopping, or the token expired)
     }
   }
