@@ -15,10 +15,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/multiplane/multiplane/internal/fabricdproc"
+	"github.com/multiplane/multiplane/internal/fabricdtest"
 	"github.com/multiplane/multiplane/internal/testenv"
-	"github.com/multiplane/multiplane/internal/testutil"
-	"github.com/multiplane/multiplane/store/pgcluster"
 )
 
 // grafanaDashboard is what the test reads of a dashboard.
@@ -68,22 +66,8 @@ func TestGrafanaQueriesUseExportedMetrics(t *testing.T) {
 		}
 	}
 
-	_, err = pgcluster.FindBinDir()
-	testenv.Require(t, err == nil, "needs PostgreSQL server binaries (Debian package postgresql)")
-	dir, err := os.MkdirTemp("", "mp-grafana-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755) // the postgres user reaches it when root
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	topo, _ := filepath.Abs("../examples/topology.yaml")
 	ctx := testenv.Context(t)
-	p, err := fabricdproc.Start(ctx, fabricdproc.Options{Bin: testutil.FabricdBin(t), DataDir: dir,
-		Args: []string{"--topology", topo, "--log-level", "warn"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
+	p := fabricdtest.Start(t, "--topology", fabricdtest.ExampleTopology(t))
 	var exported map[string]*dto.MetricFamily
 	missing := func() []string {
 		resp, err := p.Do(ctx, http.MethodGet, "/metrics", nil)

@@ -13,32 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multiplane/multiplane/internal/fabricdproc"
+	"github.com/multiplane/multiplane/internal/fabricdtest"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
-	"github.com/multiplane/multiplane/store/pgcluster"
 )
-
-// startFabricd runs the real fabricd with the example topology.
-func startFabricd(t *testing.T) *fabricdproc.Proc {
-	t.Helper()
-	_, err := pgcluster.FindBinDir()
-	testenv.Require(t, err == nil, "needs PostgreSQL server binaries (Debian package postgresql)")
-	dir, err := os.MkdirTemp("", "mp-fabricctl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755) // the postgres user reaches it when root
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	topo, _ := filepath.Abs("../examples/topology.yaml")
-	p, err := fabricdproc.Start(testenv.Context(t), fabricdproc.Options{Bin: testutil.FabricdBin(t), DataDir: dir,
-		Args: []string{"--topology", topo, "--log-level", "warn"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	return p
-}
 
 // result is one fabricctl run.
 type result struct {
@@ -61,7 +39,7 @@ func run(ctx context.Context, env map[string]string, args ...string) result {
 }
 
 func TestAgainstFabricd(t *testing.T) {
-	p := startFabricd(t)
+	p := fabricdtest.Start(t, "--topology", fabricdtest.ExampleTopology(t))
 	ctx := testenv.Context(t)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte(p.Token()+"\n"), 0o600)

@@ -9,6 +9,8 @@ import (
 
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/kv/kvtest"
 )
@@ -16,12 +18,7 @@ import (
 func TestConvergenceCountsVersions(t *testing.T) {
 	s := kvtest.New(t)
 	ctx := context.Background()
-	put := func(key string, v any) {
-		data, _ := json.Marshal(v)
-		if _, err := s.Client.Put(ctx, key, string(data)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(key string, v any) { putJSON(t, s.Client, key, v) }
 	put(contract.KeyGeneration, contract.GenerationDoc{Generation: 5})
 	var expected []string
 	for i := range 40 {
@@ -67,13 +64,7 @@ func TestConvergenceCountsVersions(t *testing.T) {
 
 func TestCollectorExportsAgents(t *testing.T) {
 	s := kvtest.New(t)
-	ctx := context.Background()
-	put := func(key string, v any) {
-		data, _ := json.Marshal(v)
-		if _, err := s.Client.Put(ctx, key, string(data)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(key string, v any) { putJSON(t, s.Client, key, v) }
 	put(contract.KeyGeneration, contract.GenerationDoc{Generation: 7})
 	put(contract.KeyStatus("h1"), contract.StatusDoc{Endpoint: "h1", AppliedGeneration: 7})
 	put(contract.KeyStatus("stranger"), contract.StatusDoc{Endpoint: "stranger", AppliedGeneration: 9})
@@ -93,6 +84,14 @@ multiplane_fleet_target_generation 7
 `
 	if err := promtest.CollectAndCompare(c, strings.NewReader(want), "multiplane_fleet_agent_applied_generation",
 		"multiplane_fleet_agent_reporting", "multiplane_fleet_target_generation"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func putJSON(t *testing.T, cli *clientv3.Client, key string, v any) {
+	t.Helper()
+	data, _ := json.Marshal(v)
+	if _, err := cli.Put(context.Background(), key, string(data)); err != nil {
 		t.Fatal(err)
 	}
 }
