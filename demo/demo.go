@@ -54,6 +54,10 @@ type Config struct {
 	// each host sends to one peer and receives from another; the default
 	// is pairs, host-a→host-b, host-c→host-d, ...
 	Ring bool
+	// Duration, if set, ends the demo after it with a summary (detection
+	// and recovery times, traffic on the failed plane before, during and
+	// after, convergence); 0 runs until interrupted.
+	Duration time.Duration
 }
 
 // flows are the (sender, receiver) host pairs of the traffic.
@@ -79,33 +83,53 @@ func DefaultConfig() Config {
 
 func hostName(h int) string { return fmt.Sprintf("host-%c", 'a'+h) }
 
-// Run runs the demo until ctx ends, then stops everything it started.
+// Run runs the demo until ctx ends (or Duration passes, then prints a
+// summary), then stops everything it started.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	env, err := Start(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
+	var fails failTimes
 	if cfg.FailPlane >= 0 && cfg.FailPlane < cfg.Planes {
-		env.wg.Go(func() { failPlane(env.ctx, cfg, env.Fabric) })
+		env.wg.Go(func() { failPlane(env.ctx, cfg, env.Fabric, &fails) })
 	}
 	token := filepath.Join(cfg.DataDir, "admin.token")
 	api := env.Fabricd.URL()
 	fmt.Fprintf(cfg.Out, `
 Multiplane demo: %d hosts, %d planes of %d Mbit/s (userspace fabric), one gNMI switch per plane.
-  API        %s/api/v1   (token: %s)
-  try        curl -H "Authorization: Bearer $(cat %s)" %s/api/v1/planes
-  drain p1   curl -XPOST -H "Authorization: Bearer $(cat %s)" %s/api/v1/drains -d '{"target_kind":"plane","target":"p1","reason":"demo"}'
+  dashboard  %s/   (log in with the token in %s)
+  API        %s/api/v1
+  try        bin/fabricctl --server %s --token-file %s planes
+  drain p1   bin/fabricctl --server %s --token-file %s drain plane p1 --reason demo --dry-run
   logs       %s
 Ctrl-C stops everything.
 
-`, cfg.Hosts, cfg.Planes, cfg.RateBps/1e6, api, token, token, api, token, api, env.Fabricd.LogPath)
-	env.traffic.report(ctx, env.Fabricd)
+`, cfg.Hosts, cfg.Planes, cfg.RateBps/1e6, api, token, api, api, token, api, token, env.Fabricd.LogPath)
+	// The report ends with ctx, or after Duration; the system still runs
+	// for the summary.
+	rctx := ctx
+	if cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	samples := env.traffic.report(rctx, env.Fabricd)
+	if cfg.Duration > 0 && ctx.Err() == nil {
+		summarize(cfg, env, &fails, samples)
+	}
 	return nil
 }
 
+// failTimes is when failPlane took the plane down and brought it back.
+type failTimes struct {
+	mu               sync.Mutex
+	failed, restored time.Time
+}
+
 // failPlane takes a plane down at the switch, then brings it back.
-func failPlane(ctx context.Context, cfg Config, fab *userspace.Fabric) {
+func failPlane(ctx context.Context, cfg Config, fab *userspace.Fabric, times *failTimes) {
 	for _, step := range []struct {
 		after time.Duration
 		up    bool
@@ -116,6 +140,13 @@ func failPlane(ctx context.Context, cfg Config, fab *userspace.Fabric) {
 		case <-time.After(step.after):
 		}
 		fab.SetUp(cfg.FailPlane, step.up)
+		times.mu.Lock()
+		if step.up {
+			times.restored = time.Now()
+		} else {
+			times.failed = time.Now()
+		}
+		times.mu.Unlock()
 		state := "DOWN"
 		if step.up {
 			state = "back UP"
@@ -203,22 +234,33 @@ func planeStates(ctx context.Context, fd *fabricdproc.Proc) string {
 }
 
 // report prints goodput per flow, traffic per plane and plane states.
-func (tr *traffic) report(ctx context.Context, fd *fabricdproc.Proc) {
+// sample is one report interval's figures.
+type sample struct {
+	at        time.Time
+	goodput   float64   // delivered message bits/s, all flows
+	planeBits []float64 // forwarded bits/s per plane
+}
+
+func (tr *traffic) report(ctx context.Context, fd *fabricdproc.Proc) []sample {
 	t := time.NewTicker(tr.cfg.Report)
 	defer t.Stop()
 	last := map[int]uint64{}
 	lastPlane := make([]uint64, tr.cfg.Planes)
+	var samples []sample
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return samples
 		case <-t.C:
 		}
+		s := sample{at: time.Now(), planeBits: make([]float64, tr.cfg.Planes)}
 		tr.mu.Lock()
 		line := ""
 		for _, f := range tr.cfg.flows() {
 			got := tr.bytes[f[1]]
-			line += fmt.Sprintf("%s→%s %6.1f Mbit/s  ", hostName(f[0]), hostName(f[1]), float64(got-last[f[1]])*8/tr.cfg.Report.Seconds()/1e6)
+			bits := float64(got-last[f[1]]) * 8 / tr.cfg.Report.Seconds()
+			s.goodput += bits
+			line += fmt.Sprintf("%s→%s %6.1f Mbit/s  ", hostName(f[0]), hostName(f[1]), bits/1e6)
 			last[f[1]] = got
 		}
 		tr.mu.Unlock()
@@ -228,9 +270,90 @@ func (tr *traffic) report(ctx context.Context, fd *fabricdproc.Proc) {
 			for _, port := range tr.fab.Stats(p).Ports {
 				tx += port.Counters.OutOctets
 			}
-			line += fmt.Sprintf(" p%d %5.1f", p, float64(tx-lastPlane[p])*8/tr.cfg.Report.Seconds()/1e6)
+			s.planeBits[p] = float64(tx-lastPlane[p]) * 8 / tr.cfg.Report.Seconds()
+			line += fmt.Sprintf(" p%d %5.1f", p, s.planeBits[p]/1e6)
 			lastPlane[p] = tx
 		}
+		samples = append(samples, s)
 		fmt.Fprintln(tr.cfg.Out, time.Now().Format("15:04:05"), line, "| fabricd:", planeStates(ctx, fd))
+	}
+}
+
+// summarize prints what the demo showed: when fabricd saw the failed plane
+// go down and come back, the traffic on it and in all before, during and
+// after, and how far the agents converged.
+func summarize(cfg Config, env *Env, fails *failTimes, samples []sample) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out := cfg.Out
+	fmt.Fprintf(out, "\nSummary after %v:\n", cfg.Duration)
+	fails.mu.Lock()
+	failed, restored := fails.failed, fails.restored
+	fails.mu.Unlock()
+	plane := fmt.Sprintf("p%d", cfg.FailPlane)
+	// firstChange is when fabricd recorded the plane leaving healthy (down)
+	// or coming back to it (!down) after t.
+	firstChange := func(t time.Time, down bool) string {
+		var evs struct {
+			Items []struct {
+				At       time.Time
+				From, To string
+			}
+		}
+		q := "/api/v1/events?subject_kind=plane&subject=" + plane + "&since=" + t.UTC().Format(time.RFC3339Nano)
+		if err := env.Fabricd.GetJSON(ctx, q, &evs); err != nil {
+			return "unknown (" + err.Error() + ")"
+		}
+		for _, e := range evs.Items {
+			if (down && e.From == "healthy") || (!down && e.To == "healthy") {
+				return fmt.Sprintf("%v (%s → %s)", e.At.Sub(t).Round(time.Millisecond), e.From, e.To)
+			}
+		}
+		return "not seen"
+	}
+	if !failed.IsZero() {
+		fmt.Fprintf(out, "  %s failed at its switch at %s; fabricd saw it after %s\n", plane, failed.Format("15:04:05"), firstChange(failed, true))
+	}
+	if !restored.IsZero() {
+		fmt.Fprintf(out, "  %s restored at %s; fabricd saw it healthy after %s (after the up hold)\n", plane, restored.Format("15:04:05"), firstChange(restored, false))
+	}
+	// Traffic per phase (report intervals wholly inside it).
+	phase := func(name string, from, to time.Time) {
+		var planeBits, goodput float64
+		n := 0
+		for _, s := range samples {
+			if s.at.Add(-cfg.Report).Before(from) || (!to.IsZero() && s.at.After(to)) {
+				continue
+			}
+			planeBits += s.planeBits[cfg.FailPlane]
+			goodput += s.goodput
+			n++
+		}
+		if n == 0 {
+			return
+		}
+		fmt.Fprintf(out, "  %-7s %s carried %6.1f Mbit/s; all flows delivered %6.1f Mbit/s (%d intervals)\n",
+			name, plane, planeBits/float64(n)/1e6, goodput/float64(n)/1e6, n)
+	}
+	start := time.Time{}
+	if len(samples) > 0 {
+		start = samples[0].at.Add(-cfg.Report)
+	}
+	switch {
+	case failed.IsZero():
+		phase("all", start, time.Time{})
+	default:
+		phase("before", start, failed)
+		phase("during", failed, restored)
+		if !restored.IsZero() {
+			phase("after", restored, time.Time{})
+		}
+	}
+	var conv struct {
+		TargetGeneration   uint64 `json:"target_generation"`
+		Endpoints, Applied int
+	}
+	if err := env.Fabricd.GetJSON(ctx, "/api/v1/convergence", &conv); err == nil {
+		fmt.Fprintf(out, "  agents: %d of %d applied generation %d\n", conv.Applied, conv.Endpoints, conv.TargetGeneration)
 	}
 }
