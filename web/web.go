@@ -1,7 +1,9 @@
-// Package web is fabricd's dashboard: a single page, embedded in the binary,
-// served at / by the API server. It asks for an API token (kept in the
-// browser's local storage), lists the planes, switches and recent events
-// through the REST API, and follows /api/v1/stream for live changes.
+// Package web is fabricd's dashboard: a single page, embedded in the binary
+// with uPlot (static/vendor, the build package.json pins), served at / by
+// the API server. It asks for an API token (kept in the browser's local
+// storage), shows planes, switches, drains and events, a page per plane
+// and per endpoint, through the REST API, and follows /api/v1/stream for
+// live changes.
 //
 //	mux.Handle("/", web.Handler())
 package web

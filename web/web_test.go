@@ -1,10 +1,14 @@
 package web
 
 import (
+	"bytes"
 	"io"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/multiplane/multiplane/internal/testenv"
 )
 
 func TestServesDashboard(t *testing.T) {
@@ -29,5 +33,18 @@ func TestServesDashboard(t *testing.T) {
 	}
 	if resp, _ := srv.Client().Get(srv.URL + "/nope.js"); resp.StatusCode != 404 {
 		t.Errorf("unknown file = %d", resp.StatusCode)
+	}
+}
+
+// The embedded uPlot is the build of the version package.json pins: a
+// version bump must copy the new build (cp node_modules/uplot/dist/...).
+func TestEmbeddedUPlotIsThePinnedBuild(t *testing.T) {
+	for _, f := range []string{"uPlot.iife.min.js", "uPlot.min.css"} {
+		pinned, err := os.ReadFile("../node_modules/uplot/dist/" + f)
+		testenv.Require(t, err == nil, "needs the npm packages (scripts/deps.sh test: npm ci)")
+		embedded, err := static.ReadFile("static/vendor/" + f)
+		if err != nil || !bytes.Equal(pinned, embedded) {
+			t.Errorf("web/static/vendor/%s differs from node_modules/uplot/dist/%s (%v)", f, f, err)
+		}
 	}
 }

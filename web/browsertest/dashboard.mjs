@@ -30,6 +30,18 @@ const control = async (what) => {
   const r = await fetch(CONTROL_URL + what, { method: "POST" });
   if (!r.ok) await fail(`control ${what}: ${r.status}`);
 };
+const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+// axeCheck fails on serious or critical accessibility violations; axe is
+// evaluated through the debugging protocol (the page's CSP rightly
+// refuses inline scripts).
+async function axeCheck(where) {
+  await page.evaluate(axeSource);
+  const found = await page.evaluate(async () => (await window.axe.run()).violations.map((v) => ({ id: v.id, impact: v.impact,
+    nodes: v.nodes.map((n) => n.target.join(" ") + ": " + n.failureSummary.split("\n").pop()) })));
+  report("axe_" + where, found.length);
+  const serious = found.filter((v) => v.impact === "serious" || v.impact === "critical");
+  if (serious.length) await fail(`axe on the ${where}: ` + JSON.stringify(serious));
+}
 const within = (ms, what, fn, arg) =>
   page.waitForFunction(fn, arg, { timeout: ms, polling: 50 }).catch(() => fail(`${what} not within ${ms} ms`));
 
@@ -108,6 +120,29 @@ if (await vpage.isVisible("#drain-form") || (await vpage.$$('button:has-text("En
 report("viewer_sees_no_drain_actions", true);
 await vpage.close();
 
+// The plane page: its figures, a chart of the last minutes, its links with
+// their evidence, the hosts × planes port matrix; keyboard: Enter on the
+// plane's link opens it.
+await page.focus('#planes tbody tr[data-plane="p1"] a');
+await page.keyboard.press("Enter");
+await within(5000, "the plane page", () => /^Plane p1/.test(document.querySelector("#page h1")?.textContent || "") &&
+  document.querySelectorAll("#plane-links tbody tr").length > 0 && document.querySelectorAll("#port-matrix tbody tr").length > 0 &&
+  document.querySelector("#plane-chart canvas") !== null);
+const matrixDown = await page.$$eval("#port-matrix tbody td span.down", (s) => s.length);
+report("plane_page", { links: await page.$$eval("#plane-links tbody tr", (r) => r.length), matrix_down_ports: matrixDown });
+if (matrixDown < 2) await fail(`the port matrix shows ${matrixDown} ports down on p1, want every host's`);
+await axeCheck("plane page");
+if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/plane.png`, fullPage: true });
+// From the matrix to an endpoint's page: agent, traffic per plane, path set.
+await page.click('#port-matrix tbody tr:first-child a');
+await within(5000, "the endpoint page", () => /^Endpoint host-a/.test(document.querySelector("#page h1")?.textContent || "") &&
+  /generation \d+ applied/.test(document.querySelector("#agent-status")?.textContent || ""));
+report("endpoint_page", await page.textContent("#agent-status"));
+await axeCheck("endpoint page");
+if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/endpoint.png`, fullPage: true });
+await page.goto(DASHBOARD_URL + "/#/");
+await within(10000, "the overview again", () => !document.querySelector("#overview").hidden && document.querySelector("#live").textContent === "live");
+
 // Restored, then reloaded: nothing stale, the state the API says.
 await control("/restore?plane=1");
 await page.reload();
@@ -118,13 +153,7 @@ if (await page.evaluate(() => document.body.classList.contains("stale"))) await 
 report("after_reload", { api: apiP1, shown: shownP1 });
 
 // Accessibility: axe-core finds nothing serious or critical.
-// (evaluated through the debugging protocol: the page's CSP rightly
-// refuses inline scripts)
-await page.evaluate(readFileSync(require.resolve("axe-core/axe.min.js"), "utf8"));
-const axe = await page.evaluate(async () => (await window.axe.run()).violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(" ") + ": " + n.failureSummary.split("\n").pop()) })));
-const serious = axe.filter((v) => v.impact === "serious" || v.impact === "critical");
-report("axe_violations", axe);
-if (serious.length) await fail("axe: " + JSON.stringify(serious));
+await axeCheck("overview");
 
 // At 390 px nothing overflows sideways.
 await page.setViewportSize({ width: 390, height: 844 });

@@ -3,6 +3,7 @@
 const $ = (id) => document.getElementById(id);
 let token = localStorage.getItem("multiplane.token") || "";
 let streamAbort = null;
+let pageTimer = null, chart = null; // the open page's refresh and chart
 let lastEventId = "";  // resume point: the stream resends what came after it
 let asOf = 0;          // when the shown figures were true (ms since the epoch)
 const STALE_MS = 3000; // no summary for this long: the figures are stale
@@ -18,6 +19,23 @@ function cell(text, cls) {
   return td;
 }
 const pct = (x) => (100 * (x || 0)).toFixed(1) + "%";
+function linkCell(text, href) {
+  const td = document.createElement("td"), a = document.createElement("a");
+  a.href = href; a.textContent = text; td.append(a);
+  return td;
+}
+function table(headers, rows) {
+  const t = document.createElement("table"), thead = t.createTHead().insertRow(), tb = t.createTBody();
+  headers.forEach((h) => { const th = document.createElement("th"); th.textContent = h; thead.append(th); });
+  rows.forEach((cells) => { const tr = tb.insertRow(); tr.append(...cells); });
+  return t;
+}
+function section(title, ...children) {
+  const s = document.createElement("section"), h = document.createElement("h2");
+  h.textContent = title; s.append(h, ...children);
+  return s;
+}
+const para = (text, id) => { const p = document.createElement("p"); p.textContent = text; if (id) p.id = id; return p; };
 const gbps = (b) => (b || 0) >= 1e9 ? (b / 1e9).toFixed(1) + " Gbit/s" : ((b || 0) / 1e6).toFixed(0) + " Mbit/s";
 
 async function api(path, method = "GET", body) {
@@ -90,7 +108,7 @@ function renderPlanes(items) {
   tb.replaceChildren(...items.map((p) => {
     const tr = document.createElement("tr");
     tr.dataset.plane = p.name;
-    tr.append(cell(p.name), cell(p.state, p.state), cell(`${p.links_up} / ${p.links_degraded} / ${p.links_down}`),
+    tr.append(linkCell(p.name, "#/plane/" + encodeURIComponent(p.name)), cell(p.state, p.state), cell(`${p.links_up} / ${p.links_degraded} / ${p.links_down}`),
       cell(`${gbps(p.capacity_bps)} (${pct(p.capacity_ratio)})`), cell(pct(p.utilization)), cell(pct(p.loss_rate)), cell(pct(p.ecn_rate)));
     return tr;
   }));
@@ -181,6 +199,7 @@ function show(err) {
 
 async function start() {
   show(null);
+  route();
   try { await refresh(); await follow(); } catch (e) { if (e.name !== "AbortError") { show(e); setTimeout(start, 3000); } }
 }
 
@@ -190,4 +209,90 @@ $("login").addEventListener("submit", (ev) => {
   localStorage.setItem("multiplane.token", token);
   start();
 });
+
+// Pages: #/plane/NAME and #/endpoint/NAME; anything else is the overview.
+async function route() {
+  clearInterval(pageTimer); pageTimer = null;
+  if (chart) { chart.destroy(); chart = null; }
+  const m = /^#\/(plane|endpoint)\/(.+)$/.exec(location.hash);
+  $("overview").hidden = !!m; $("page").hidden = !m;
+  $("crumb").textContent = m ? ` / ${m[1]} ${decodeURIComponent(m[2])}` : "";
+  if (!m || !token) return;
+  $("page").replaceChildren(para("Loading…"));
+  try {
+    const name = decodeURIComponent(m[2]);
+    if (m[1] === "plane") await planePage(name);
+    else {
+      await endpointPage(name);
+      pageTimer = setInterval(() => endpointPage(name).catch(show), 5000);
+    }
+  } catch (e) { show(e); }
+}
+window.addEventListener("hashchange", route);
+
+async function planePage(name) {
+  const enc = encodeURIComponent(name);
+  const [plane, links, all, switches] = await Promise.all([api(`/api/v1/planes/${enc}`), api(`/api/v1/links?plane=${enc}&limit=1000`),
+    api("/api/v1/links?limit=1000"), api(`/api/v1/switches?plane=${enc}&limit=1000`)]);
+  const head = document.createElement("h1");
+  head.textContent = `Plane ${name} `;
+  const st = document.createElement("span"); st.className = "state " + plane.state; st.textContent = plane.state; head.append(st);
+  const figures = para(`capacity ${gbps(plane.capacity_bps)} of ${gbps(plane.total_bps)} (${pct(plane.capacity_ratio)}); utilisation ${pct(plane.utilization)}; ` +
+    `loss ${pct(plane.loss_rate)}; ECN ${pct(plane.ecn_rate)}; links up/degraded/down ${plane.links_up}/${plane.links_degraded}/${plane.links_down}` +
+    (plane.reason ? `; ${plane.reason}` : ""), "plane-figures");
+  const chartBox = document.createElement("div"); chartBox.id = "plane-chart"; chartBox.setAttribute("role", "img");
+  chartBox.setAttribute("aria-label", `Utilisation, loss and ECN of plane ${name} over the last 10 minutes`);
+  const sw = table(["switch", "state", "telemetry", "last update"], switches.items.map((s) =>
+    [cell(s.name), cell(s.state, s.state), cell(s.reachable ? "streaming" : "unreachable", s.reachable ? "up" : "down"), cell(s.last_update ? when(s.last_update) : "–")]));
+  const lk = table(["link", "endpoint", "state", "reason", "endpoint evidence"], links.items.map((l) =>
+    [cell(l.name), linkCell(l.endpoint, "#/endpoint/" + encodeURIComponent(l.endpoint)), cell(l.state, l.state), cell(l.reason || "–"),
+      cell(l.endpoint_evidence ? `${l.endpoint_evidence.state}: ${l.endpoint_evidence.reason}` : "–")]));
+  lk.id = "plane-links";
+  // Hosts × planes: every endpoint's port on every plane.
+  const planes = [...new Set(all.items.map((l) => l.plane))].sort();
+  const hosts = [...new Set(all.items.map((l) => l.endpoint))].sort();
+  const at = new Map(all.items.map((l) => [l.endpoint + "\u0000" + l.plane, l]));
+  const mx = table(["endpoint", ...planes], hosts.map((h) => [linkCell(h, "#/endpoint/" + encodeURIComponent(h)),
+    ...planes.map((p) => { const l = at.get(h + "\u0000" + p); return l ? cell(l.state, l.state) : cell("–"); })]));
+  mx.id = "port-matrix";
+  $("page").replaceChildren(head, figures, section("Last 10 minutes", chartBox), section("Switches", sw), section("Links", lk), section("Ports, hosts × planes", mx));
+  const draw = async () => {
+    const s = await api(`/api/v1/planes/${enc}/series?since=10m`);
+    const data = [s.t, s.utilization.map((v) => 100 * v), s.loss_rate.map((v) => 100 * v), s.ecn_rate.map((v) => 100 * v)];
+    if (!chart) {
+      chart = new uPlot({ width: Math.min(900, chartBox.clientWidth || 600), height: 220, scales: { y: { range: [0, 100] } },
+        series: [{}, { label: "utilisation %", stroke: "#1d4ed8" }, { label: "loss %", stroke: "#b91c1c" }, { label: "ECN %", stroke: "#b45309" }],
+        axes: [{}, { label: "%" }] }, data, chartBox);
+    } else chart.setData(data);
+  };
+  await draw();
+  pageTimer = setInterval(() => draw().catch(show), 2000);
+}
+
+async function endpointPage(name) {
+  const enc = encodeURIComponent(name);
+  const ep = await api(`/api/v1/endpoints/${enc}`);
+  const status = await api(`/api/v1/endpoints/${enc}/status`).catch(() => null);
+  const pol = await api(`/api/v1/endpoints/${enc}/policy`).catch(() => null);
+  const head = document.createElement("h1"); head.textContent = `Endpoint ${name}`;
+  const ports = table(["plane", "address", "switch", "interface"], ep.ports.map((p) => [linkCell(p.plane, "#/plane/" + encodeURIComponent(p.plane)), cell(p.address), cell(p.switch), cell(p.interface)]));
+  const parts = [head, section("Ports", ports)];
+  if (!status) parts.push(section("Agent", para("No status: the agent is not running, or not connected to etcd.", "agent-status")));
+  else {
+    const rows = (status.paths || []).map((p) => [cell(p.plane), cell(String(p.tx_bytes)), cell(String(p.rx_bytes)), cell(pct(p.loss_ratio)),
+      cell(p.rtt_us ? p.rtt_us + " µs" : "–"), cell(`${p.peers_reachable || 0} / ${p.peers_unreachable || 0}`)]);
+    parts.push(section("Agent", para(`version ${status.version || "–"}, generation ${status.applied_generation} applied ${when(status.applied_at)} from ${status.source}` +
+      ((status.errors || []).length ? `; errors: ${status.errors.join("; ")}` : ""), "agent-status"),
+    table(["plane", "sent (bytes)", "received (bytes)", "loss", "RTT", "peers reachable / unreachable"], rows)));
+  }
+  if (pol) {
+    const r = pol.rate_policy || {};
+    parts.push(section("Path set and rate policy",
+      para(`rate class ${r.class || "default"}; egress ${r.egress_bps ? gbps(r.egress_bps) : "unlimited"}; ingress ${r.ingress_bps ? gbps(r.ingress_bps) : "unlimited"}` +
+        (pol.path_set.fallback ? `; fallback: ${pol.path_set.fallback}` : "")),
+      table(["plane", "address", "weight"], pol.path_set.planes.map((p) => [cell(p.plane), cell(p.address), cell(p.weight.toFixed(3))]))));
+  }
+  $("page").replaceChildren(...parts);
+}
+
 if (token) start();
