@@ -9,7 +9,7 @@ VERSION     ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null || echo
 COMMIT      ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS     := -X github.com/multiplane/multiplane/internal/version.module=$(VERSION) -X github.com/multiplane/multiplane/internal/version.commit=$(COMMIT)
 
-.PHONY: all build test check-large-files vet gofmt staticcheck tidy openapi-lint unit race fuzz fuzz-smoke lint demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse packages deps-demo deps-test clean
+.PHONY: all build test check-large-files vet gofmt staticcheck tidy openapi-lint unit race fuzz fuzz-smoke lint demo run-fabricd bench-transport bench-transport-smoke bench-relay bench-telemetry bench-convergence bench-abuse soak-dashboard packages deps-demo deps-test clean
 
 all: build
 
@@ -92,6 +92,12 @@ bench-telemetry: deps-demo build
 
 bench-convergence: deps-demo build
 	$(BIN)/bench-e2e convergence --fabricd $(BIN)/fabricd
+
+# The dashboard open for SOAK (10m) against fabricd with traffic: the page's
+# heap and fabricd's RSS stay flat (integration/TestDashboardSoak).
+SOAK ?= 10m
+soak-dashboard: deps-test
+	MULTIPLANE_SOAK=$(SOAK) CI=true $(GO) test -count=1 -timeout 30m -run TestDashboardSoak -v ./integration/
 
 # Hostile clients on loopback (about 4 minutes); BENCH_ABUSE_ARGS passes flags
 # (--quick for a smoke run; bench-abuse --help).

@@ -2,11 +2,13 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -15,17 +17,10 @@ import (
 	"github.com/multiplane/multiplane/internal/testenv"
 )
 
-// TestDashboardInABrowser runs web/browsertest/dashboard.mjs (Chromium,
-// playwright-core) against fabricd, a userspace fabric with traffic, and
-// a control endpoint the script calls to fail and restore a plane and to
-// stop fabricd. MULTIPLANE_SCREENSHOTS=DIR keeps its screenshots.
-func TestDashboardInABrowser(t *testing.T) {
-	chromium := testenv.RequireCommand(t, "chromium")
-	node := testenv.RequireCommand(t, "node")
-	_, err := os.Stat("../node_modules/playwright-core/package.json")
-	testenv.Require(t, err == nil, "needs the npm packages (scripts/deps.sh test: npm ci)")
+// dashboardEnv starts the system with a control endpoint for the browser
+// scripts: fail and restore a plane, stop fabricd, read fabricd's RSS.
+func dashboardEnv(t *testing.T) (*demo.Env, *httptest.Server) {
 	env := startEnv(t, nil, func(c *demo.Config) { c.RateBps = 50e6 })
-
 	mux := http.NewServeMux()
 	plane := func(r *http.Request) (int, bool) {
 		p, err := strconv.Atoi(r.URL.Query().Get("plane"))
@@ -46,18 +41,57 @@ func TestDashboardInABrowser(t *testing.T) {
 		http.Error(w, "plane?", http.StatusBadRequest)
 	})
 	mux.HandleFunc("POST /stop-fabricd", func(http.ResponseWriter, *http.Request) { env.Fabricd.Stop() })
+	mux.HandleFunc("GET /fabricd-rss", func(w http.ResponseWriter, _ *http.Request) {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", env.Fabricd.Pid()))
+		if m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(status); err == nil && m != nil {
+			w.Write(m[1])
+			return
+		}
+		http.Error(w, "no RSS", http.StatusInternalServerError)
+	})
 	ctl := httptest.NewServer(mux) // on loopback
 	t.Cleanup(ctl.Close)
+	return env, ctl
+}
 
-	ctx, cancel := context.WithTimeout(testenv.Context(t), 3*time.Minute)
+// runScript runs a browser script of web/browsertest against env.
+func runScript(t *testing.T, env *demo.Env, ctl *httptest.Server, script string, timeout time.Duration, extra ...string) {
+	chromium := testenv.RequireCommand(t, "chromium")
+	node := testenv.RequireCommand(t, "node")
+	_, err := os.Stat("../node_modules/playwright-core/package.json")
+	testenv.Require(t, err == nil, "needs the npm packages (scripts/deps.sh test: npm ci)")
+	ctx, cancel := context.WithTimeout(testenv.Context(t), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "dashboard.mjs")
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = filepath.Join("..", "web", "browsertest")
-	cmd.Env = append(os.Environ(), "DASHBOARD_URL="+env.Fabricd.URL(), "TOKEN="+env.Fabricd.Token(),
-		"CONTROL_URL="+ctl.URL, "CHROMIUM="+chromium, "SCREENSHOTS="+os.Getenv("MULTIPLANE_SCREENSHOTS"))
+	cmd.Env = append(append(os.Environ(), "DASHBOARD_URL="+env.Fabricd.URL(), "TOKEN="+env.Fabricd.Token(),
+		"CONTROL_URL="+ctl.URL, "CHROMIUM="+chromium), extra...)
 	out, err := cmd.CombinedOutput()
-	t.Logf("dashboard.mjs:\n%s", out)
+	t.Logf("%s:\n%s", script, out)
 	if err != nil {
 		t.Fatalf("the dashboard failed in the browser: %v", err)
 	}
+}
+
+// TestDashboardInABrowser runs web/browsertest/dashboard.mjs (Chromium,
+// playwright-core) against fabricd, a userspace fabric with traffic, and
+// a control endpoint the script calls to fail and restore a plane and to
+// stop fabricd. MULTIPLANE_SCREENSHOTS=DIR keeps its screenshots.
+func TestDashboardInABrowser(t *testing.T) {
+	testenv.RequireCommand(t, "chromium") // before starting anything
+	env, ctl := dashboardEnv(t)
+	runScript(t, env, ctl, "dashboard.mjs", 3*time.Minute, "SCREENSHOTS="+os.Getenv("MULTIPLANE_SCREENSHOTS"))
+}
+
+// TestDashboardSoak leaves the dashboard open against the system for
+// MULTIPLANE_SOAK (such as 10m; `make soak-dashboard`): the page's heap
+// and fabricd's RSS must stay flat. It is a soak, run on demand, not in
+// make test.
+func TestDashboardSoak(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("MULTIPLANE_SOAK"))
+	if err != nil || d <= 0 {
+		t.Skip("a soak: set MULTIPLANE_SOAK=10m (make soak-dashboard)")
+	}
+	env, ctl := dashboardEnv(t)
+	runScript(t, env, ctl, "soak.mjs", d+2*time.Minute, fmt.Sprintf("SOAK_SECONDS=%d", int(d.Seconds())))
 }

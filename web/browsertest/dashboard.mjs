@@ -54,6 +54,9 @@ const started = new Date().toISOString();
 // Log in.
 let t = Date.now();
 await page.goto(DASHBOARD_URL + "/");
+report("first_contentful_paint_ms", await page.evaluate(() => Math.round(performance.getEntriesByName("first-contentful-paint")[0]?.startTime ?? -1)));
+report("transferred_bytes", await page.evaluate(() => performance.getEntriesByType("resource").reduce((s, r) => s + r.encodedBodySize, 0) +
+  performance.getEntriesByType("navigation")[0].encodedBodySize));
 await page.fill("#token", TOKEN);
 await page.click("#login button");
 await within(10000, "the live stream", () => document.querySelector("#live").textContent === "live");
