@@ -111,6 +111,17 @@ await page.click('#drains tbody tr button:has-text("End")');
 await within(3000, "the drain ended", () => document.querySelectorAll("#drains tbody tr").length === 0);
 await within(5000, "p2 back to healthy", (sel) => document.querySelector(sel).textContent === "healthy", row("p2", 2));
 
+// The events list filtered by plane: p2's events (its drain), as the API has them.
+await page.selectOption("#ev-plane", "p2");
+const p2 = (await api(`/api/v1/events?plane=p2&order=desc&limit=200&since=${encodeURIComponent(new Date(Date.now() - 3600e3).toISOString())}`)).items.map((e) => String(e.id));
+await within(3000, "the events filtered by plane p2", (want) => {
+  const ids = [...document.querySelectorAll("#events li")].map((li) => li.dataset.id);
+  return ids.length === want.length && ids.every((id, i) => id === want[i]);
+}, p2);
+if (!p2.length || (await page.$$eval("#events li", (lis) => lis.some((li) => !li.textContent.includes("p2"))))) await fail(`filtered events: ${p2}`);
+report("events_filtered_by_plane", p2.length);
+await page.selectOption("#ev-plane", "");
+
 // A viewer sees no drain actions.
 const viewer = await fetch(DASHBOARD_URL + "/api/v1/tokens", { method: "POST", headers: { Authorization: "Bearer " + TOKEN, "Content-Type": "application/json" },
   body: JSON.stringify({ name: "dashboard-viewer", role: "viewer" }) }).then((r) => r.json());

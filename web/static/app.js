@@ -103,6 +103,9 @@ function renderPlanes(items) {
   const sel = $("drain-plane");
   if (sel.options.length !== items.length) {
     sel.replaceChildren(...items.map((p) => { const o = document.createElement("option"); o.value = o.textContent = p.name; return o; }));
+    const ev = $("ev-plane"), keep = ev.value;
+    ev.replaceChildren(new Option("all", ""), ...items.map((p) => new Option(p.name, p.name)));
+    ev.value = keep;
   }
   const tb = $("planes").tBodies[0];
   tb.replaceChildren(...items.map((p) => {
@@ -136,16 +139,29 @@ async function refresh() {
   const me = await api("/api/v1/whoami");
   canOperate = me.can.includes("operate");
   document.body.classList.toggle("can-operate", canOperate);
-  const [planes, switches, events] = await Promise.all([
-    api("/api/v1/planes"), api("/api/v1/switches?limit=1000"), api("/api/v1/events?limit=50&since=" + new Date(Date.now() - 3600e3).toISOString())]);
+  const [planes, switches] = await Promise.all([api("/api/v1/planes"), api("/api/v1/switches?limit=1000")]);
   renderPlanes(planes.items);
   renderSwitches(switches.items);
   await loadDrains();
-  $("events").replaceChildren();
-  events.items.forEach(addEvent);
-  if (!lastEventId && events.items.length) lastEventId = String(events.items[events.items.length - 1].id);
+  const newest = await loadEvents();
+  if (!lastEventId && newest) lastEventId = String(newest);
   fresh(Date.now());
 }
+
+// loadEvents shows the newest 200 events the filter selects, newest
+// first; it returns the newest id.
+async function loadEvents() {
+  const q = new URLSearchParams({ order: "desc", limit: "200", since: new Date(Date.now() - 1000 * Number($("ev-since").value)).toISOString() });
+  if ($("ev-plane").value) q.set("plane", $("ev-plane").value);
+  if ($("ev-kind").value) q.set("subject_kind", $("ev-kind").value);
+  const events = await api("/api/v1/events?" + q);
+  $("events").replaceChildren();
+  events.items.slice().reverse().forEach(addEvent);
+  return events.items.length ? events.items[0].id : 0;
+}
+const filtered = () => $("ev-plane").value !== "" || $("ev-kind").value !== "";
+let eventReload = null; // a filtered list reloads (debounced) on new transitions
+$("event-filter").addEventListener("change", () => loadEvents().catch(show));
 
 // fresh records when the figures were true and shows it; stale marks
 // them when no summary came for STALE_MS (the stream or fabricd is gone).
@@ -185,7 +201,10 @@ async function follow() {
       if (id) lastEventId = id[1];
       if (ev[1] === "planes") renderPlanes(d);
       else if (ev[1] === "summary") { renderPlanes(d.planes); renderSwitches(d.switches); fresh(Date.parse(d.at)); }
-      else if (ev[1] === "state_change") { addEvent(d); if (d.subject_kind === "plane" && (d.to === "draining" || d.from === "draining")) loadDrains().catch(show); }
+      else if (ev[1] === "state_change") {
+        if (!filtered()) addEvent(d);
+        else { clearTimeout(eventReload); eventReload = setTimeout(() => loadEvents().catch(show), 300); }
+        if (d.subject_kind === "plane" && (d.to === "draining" || d.from === "draining")) loadDrains().catch(show); }
       else if (ev[1] === "end") stale(); // fabricd ends the stream (stopping, or the token expired)
     }
   }
