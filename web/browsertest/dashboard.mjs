@@ -85,11 +85,17 @@ await within(10000, "p1's utilisation at 0.0%", (sel) => document.querySelector(
 report("plane_traffic_gone_ms", Date.now() - t);
 if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/overview-plane-down.png`, fullPage: true });
 
-// The events list holds every transition the API has since the start.
-await page.waitForTimeout(1500); // the history's writer and the stream's poll
-const apiIds = (await api(`/api/v1/events?limit=1000&since=${encodeURIComponent(started)}`)).items.map((e) => String(e.id));
-const shown = await page.$$eval("#events li[data-id]", (lis) => lis.map((li) => li.dataset.id));
-const missing = apiIds.filter((id) => !shown.includes(id));
+// The events list holds every transition the API has since the start:
+// asked again until the page has them all (the history's writer and the
+// stream's poll come in between), 5 s at most.
+let apiIds = [], missing = [];
+for (const deadline = Date.now() + 5000; ; ) {
+  apiIds = (await api(`/api/v1/events?limit=1000&since=${encodeURIComponent(started)}`)).items.map((e) => String(e.id));
+  const shown = await page.$$eval("#events li[data-id]", (lis) => lis.map((li) => li.dataset.id));
+  missing = apiIds.filter((id) => !shown.includes(id));
+  if ((apiIds.length && !missing.length) || Date.now() > deadline) break;
+  await new Promise((r) => setTimeout(r, 100)); // between asks
+}
 if (apiIds.length === 0 || missing.length) await fail(`events: API has ${apiIds.length} since the start, the page lacks ${missing}`);
 report("events_matched", apiIds.length);
 
