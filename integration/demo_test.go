@@ -49,6 +49,16 @@ func TestDemoEndsWithASummary(t *testing.T) {
 		v, _ := strconv.ParseFloat(m[1], 64)
 		return v
 	}
+	// A flow keeps messages queued: with one at a time (Send) it reached
+	// 59% of its planes here; the demo asks 85% (a benchmark figure, so
+	// the test asks only that it is not stop-and-wait).
+	m := regexp.MustCompile(`a flow delivered [\d.]+ Mbit/s on average with every plane up: ([\d.]+)% of its host's 4 planes`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal("no flow figure in the summary")
+	}
+	if share, _ := strconv.ParseFloat(m[1], 64); share < 70 {
+		t.Errorf("a flow reached %.1f%% of its planes", share)
+	}
 	before, during, after := rate("before"), rate("during"), rate("after")
 	if before < 5 || during > 0.1*before || after < 0.3*before {
 		t.Errorf("p1 carried %.1f, %.1f, %.1f Mbit/s before, during, after the failure", before, during, after)
