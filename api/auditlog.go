@@ -75,6 +75,8 @@ var actionNames = map[string]string{
 	"DELETE /api/v1/rate-classes/:name":          "rate_class.delete",
 	"POST /api/v1/tokens":                        "token.create",
 	"DELETE /api/v1/tokens/:id":                  "token.revoke",
+	"POST /api/v1/demo/fail":                     "demo.fail",
+	"POST /api/v1/demo/restore":                  "demo.restore",
 }
 
 // action names a request by its route (actionNames), never by what the

@@ -93,6 +93,10 @@ func (s *Server) routes() {
 	get(viewer, "/events", paged("subject", "subject_kind", "since", "until", "plane", "order"), s.listEvents)
 	get(viewer, "/stream", []string{"last_event_id"}, s.stream)
 
+	get(viewer, "/demo", nil, s.getDemo)
+	handle(operator, "POST", "/demo/fail", nil, s.demoFail)
+	handle(operator, "POST", "/demo/restore", nil, s.demoRestore)
+
 	get(admin, "/tokens", paged(), s.listTokens)
 	handle(admin, "POST", "/tokens", nil, s.createToken)
 	handle(admin, "DELETE", "/tokens/:id", nil, s.revokeToken)

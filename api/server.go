@@ -51,6 +51,8 @@ type Deps struct {
 	History   *history.Recorder           // recent series; nil: none
 	// Enrollment issues endpoint credentials; nil: enrollment is off.
 	Enrollment *enrollment.Service
+	// Demo is the demo fabric's fault control; nil outside the demo.
+	Demo DemoControl
 	// PolicyInput gathers what policy is computed from (what-if, previews).
 	PolicyInput  func(context.Context) (policy.Input, error)
 	PolicyConfig policy.Config

@@ -111,12 +111,13 @@ type whoAmI struct {
 	Name    string   `json:"name"`
 	Role    string   `json:"role"`
 	TokenID int64    `json:"token_id,omitempty"`
-	Can     []string `json:"can"` // the roles' abilities: view, operate (drains, rate classes), administer (topology, tokens, audit)
+	Can     []string `json:"can"`  // the roles' abilities: view, operate (drains, rate classes), administer (topology, tokens, audit)
+	Demo    bool     `json:"demo"` // fabricd has a demo fabric to fail and restore (/api/v1/demo)
 }
 
 func (s *Server) whoami(c *gin.Context) {
 	p, _ := principal(c)
-	w := whoAmI{Name: p.Name, Role: string(p.Role), TokenID: p.TokenID, Can: []string{"view"}}
+	w := whoAmI{Name: p.Name, Role: string(p.Role), TokenID: p.TokenID, Can: []string{"view"}, Demo: s.deps.Demo != nil}
 	if p.Role.Allows(auth.RoleOperator) {
 		w.Can = append(w.Can, "operate")
 	}

@@ -18,8 +18,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 	"github.com/multiplane/multiplane/api"
 	"github.com/multiplane/multiplane/audit"
 	"github.com/multiplane/multiplane/auth"
+	"github.com/multiplane/multiplane/demo/democtl"
 	"github.com/multiplane/multiplane/enrollment"
 	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/evidence"
@@ -68,6 +71,9 @@ type Config struct {
 	Publish         publish.Config
 	Telemetry       telemetry.Config
 	History         history.Config
+	// DemoControl is the demo's fault control (democtl), with the file
+	// of its secret; empty outside the demo.
+	DemoControl, DemoControlSecretFile string
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -111,7 +117,42 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Publish.ParallelTxns, "publish-parallel-txns", c.Publish.ParallelTxns, "etcd transactions in flight at once when publishing")
 	fs.DurationVar(&c.Publish.ReconcileEvery, "publish-reconcile-every", c.Publish.ReconcileEvery, "how often the policy leader re-reads its etcd documents and repairs drift")
 	fs.IntVar(&c.Publish.SessionTTL, "leader-ttl", c.Publish.SessionTTL, "leader lease in seconds: a dead leader is replaced after about this long")
+	fs.StringVar(&c.DemoControl, "demo-control", c.DemoControl, "URL of the demo's fault control (set by bin/demo): operators fail and restore its planes and ports through /api/v1/demo")
+	fs.StringVar(&c.DemoControlSecretFile, "demo-control-secret-file", c.DemoControlSecretFile, "file holding the demo control's secret (with --demo-control)")
 	fs.StringVar(&c.Publish.ID, "replica-id", c.Publish.ID, "name of this fabricd replica in leader election")
+}
+
+// demoControl is the client of --demo-control (nil without it).
+func (c *Config) demoControl() (*democtl.Client, error) {
+	if c.DemoControl == "" {
+		if c.DemoControlSecretFile != "" {
+			return nil, errors.New("--demo-control-secret-file without --demo-control")
+		}
+		return nil, nil
+	}
+	u, err := url.Parse(c.DemoControl)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--demo-control %q: want an http(s) URL", c.DemoControl)
+	}
+	if c.DemoControlSecretFile == "" {
+		return nil, errors.New("--demo-control needs --demo-control-secret-file")
+	}
+	secret, err := os.ReadFile(c.DemoControlSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("--demo-control-secret-file: %w", err)
+	}
+	if s := strings.TrimSpace(string(secret)); s != "" {
+		return &democtl.Client{URL: c.DemoControl, Secret: s}, nil
+	}
+	return nil, fmt.Errorf("--demo-control-secret-file %s is empty", c.DemoControlSecretFile)
+}
+
+// demoAPI is the API's demo control: none, not a nil client, without one.
+func demoAPI(c *democtl.Client) api.DemoControl {
+	if c == nil {
+		return nil
+	}
+	return c
 }
 
 // AdminTokenPath is where the first admin token is written.
@@ -121,6 +162,10 @@ func (c *Config) AdminTokenPath() string { return filepath.Join(c.DataDir, "admi
 // Start-up errors are returned at once, after undoing what had started.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	if err := cfg.Etcd.Validate(); err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	demo, err := cfg.demoControl()
+	if err != nil {
 		return fmt.Errorf("fabricd: %w", err)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -262,7 +307,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		Inventory: inv, Tokens: tokens, Audit: audit.New(db.Pool()), Health: engine, Events: evStore, Bus: bus,
 		Logger: logger.With("component", "api"), Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, Limits: cfg.HTTP,
 		Intents: intentStore, Fleet: fleet.New(kvs.Client), History: recorder, PolicyInput: fabric.policyInput, PolicyConfig: cfg.Policy,
-		Enrollment: enroll.svc,
+		Enrollment: enroll.svc, Demo: demoAPI(demo),
 		Ready:      func(ctx context.Context) error { return readiness(ctx, db, kvs) },
 		OnTopology: fabric.topologyChanged,
 		OnIntents:  fabric.intentsChanged,

@@ -2,10 +2,13 @@ package demo
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/multiplane/multiplane/agent"
+	"github.com/multiplane/multiplane/demo/democtl"
 	"github.com/multiplane/multiplane/fabricsim/gnmisim"
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/fabricdproc"
@@ -34,15 +38,19 @@ type Env struct {
 	Transports []*transport.Transport
 	Agents     []*agent.Agent
 	Etcd       *clientv3.Client
+	// ControlURL is the fault control fabricd forwards /api/v1/demo to.
+	ControlURL string
 
 	cfg          Config
 	logger       *slog.Logger
 	topologyFile string
-	traffic      *traffic
-	ctx          context.Context
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
-	closers      []func()
+	// controlSecretFile holds the control's secret, for fabricd.
+	controlSecretFile string
+	traffic           *traffic
+	ctx               context.Context
+	cancel            context.CancelFunc
+	wg                sync.WaitGroup
+	closers           []func()
 }
 
 // Start builds and starts everything; Close stops it.
@@ -52,6 +60,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (env *Env, err 
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
 	}
 	e := &Env{cfg: cfg, logger: logger}
 	e.ctx, e.cancel = context.WithCancel(ctx)
@@ -90,6 +101,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (env *Env, err 
 				Switch: fmt.Sprintf("p%d-sw1", p), Interface: fmt.Sprintf("eth%d", h+1), SpeedBps: cfg.RateBps})
 		}
 		topo.Endpoints = append(topo.Endpoints, ep)
+	}
+	if err := e.startControl(); err != nil {
+		return nil, err
 	}
 	e.topologyFile = filepath.Join(cfg.DataDir, "demo-topology.json")
 	data, _ := json.MarshalIndent(topo, "", "  ")
@@ -148,9 +162,48 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (env *Env, err 
 	return e, nil
 }
 
+// startControl serves the fault control (democtl) on loopback, behind a
+// secret only this user can read, for fabricd to forward operators'
+// requests to.
+func (e *Env) startControl() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("demo: control: %w", err)
+	}
+	secret := rand.Text()
+	e.controlSecretFile = filepath.Join(e.cfg.DataDir, "demo-control.secret")
+	if err := os.WriteFile(e.controlSecretFile, []byte(secret+"\n"), 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("demo: control: %w", err)
+	}
+	var planeNames, hostNames []string
+	for p := 0; p < e.cfg.Planes; p++ {
+		planeNames = append(planeNames, fmt.Sprintf("p%d", p))
+	}
+	for h := 0; h < e.cfg.Hosts; h++ {
+		hostNames = append(hostNames, hostName(h))
+	}
+	h := democtl.NewHandler(e.Fabric, planeNames, hostNames, secret, func(c democtl.Change) {
+		what := "plane " + c.Plane
+		if c.Endpoint != "" {
+			what = c.Endpoint + "'s port on " + c.Plane
+		}
+		state := map[string]string{democtl.Fail: "DOWN", democtl.Restore: "back UP"}[c.Action]
+		fmt.Fprintf(e.cfg.Out, "%s >>> %s %s (demo control)\n", time.Now().Format("15:04:05"), what, state)
+	})
+	e.ControlURL = "http://" + ln.Addr().String()
+	e.wg.Go(func() {
+		if err := democtl.Serve(e.ctx, ln, h); err != nil {
+			e.logger.Error("demo control stopped", "err", err)
+		}
+	})
+	return nil
+}
+
 // StartFabricd starts fabricd (again, after KillFabricd) on the same data.
 func (e *Env) StartFabricd(ctx context.Context) error {
-	args := append([]string{"--topology", e.topologyFile}, e.cfg.FabricdArgs...)
+	args := append([]string{"--topology", e.topologyFile, "--demo-control", e.ControlURL,
+		"--demo-control-secret-file", e.controlSecretFile}, e.cfg.FabricdArgs...)
 	if len(e.cfg.EtcdEndpoints) > 0 {
 		args = append(args, "--etcd-endpoints", strings.Join(e.cfg.EtcdEndpoints, ","))
 	}

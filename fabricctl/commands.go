@@ -68,6 +68,7 @@ var commands = []command{
 	{name: "audit", args: "[--limit N]", help: "the audit log, newest first (admin)",
 		flags: func(fs *flag.FlagSet) { fs.Int("limit", 50, "entries to show") }, run: listAudit},
 	{name: "tokens", help: "API tokens, without their secrets (admin)", run: listTokens},
+	{name: "demo", args: "[fail|restore plane P | fail|restore port ENDPOINT P]", help: "bin/demo's fabric only: what is failed; fail or restore a plane or one endpoint's port (operator)", run: demoControl},
 }
 
 func lookup(name string) *command {
@@ -495,12 +496,12 @@ func listEvents(e *env, fs *flag.FlagSet) error {
 }
 
 type drainItem struct {
-	ID             int64
-	TargetKind     string `json:"target_kind"`
-	Target, Reason string
-	CreatedBy      string     `json:"created_by"`
-	CreatedAt      time.Time  `json:"created_at"`
-	EndedAt        *time.Time `json:"ended_at"`
+	ID              int64
+	SubjectKind     string `json:"subject_kind"`
+	Subject, Reason string
+	CreatedBy       string     `json:"created_by"`
+	CreatedAt       time.Time  `json:"created_at"`
+	RemovedAt       *time.Time `json:"removed_at"`
 }
 
 func listDrains(e *env, fs *flag.FlagSet) error {
@@ -508,12 +509,12 @@ func listDrains(e *env, fs *flag.FlagSet) error {
 	if fs.Lookup("all").Value.String() == "true" {
 		path += "?all=true"
 	}
-	return listed(e, path, []string{"ID", "TARGET", "REASON", "BY", "SINCE", "ENDED"}, func(d drainItem) []string {
+	return listed(e, path, []string{"ID", "SUBJECT", "REASON", "BY", "SINCE", "ENDED"}, func(d drainItem) []string {
 		ended := "-"
-		if d.EndedAt != nil {
-			ended = when(*d.EndedAt)
+		if d.RemovedAt != nil {
+			ended = when(*d.RemovedAt)
 		}
-		return []string{strconv.FormatInt(d.ID, 10), d.TargetKind + " " + d.Target, d.Reason, d.CreatedBy, when(d.CreatedAt), ended}
+		return []string{strconv.FormatInt(d.ID, 10), d.SubjectKind + " " + d.Subject, d.Reason, d.CreatedBy, when(d.CreatedAt), ended}
 	})
 }
 
@@ -556,7 +557,7 @@ func drain(e *env, fs *flag.FlagSet) error {
 		}
 	}
 	var raw map[string]any
-	body := map[string]string{"target_kind": kind, "target": target, "reason": reason}
+	body := map[string]string{"subject_kind": kind, "subject": target, "reason": reason}
 	if err := e.cli.Do(e.ctx, http.MethodPost, path, body, &raw); err != nil {
 		return err
 	}
@@ -656,4 +657,51 @@ func listTokens(e *env, _ *flag.FlagSet) error {
 	return listed(e, "/api/v1/tokens", []string{"ID", "NAME", "ROLE", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED"}, func(t token) []string {
 		return []string{strconv.FormatInt(t.ID, 10), t.Name, t.Role, t.Prefix, when(t.CreatedAt), opt(t.ExpiresAt), opt(t.RevokedAt), opt(t.LastUsedAt)}
 	})
+}
+
+// demoControl shows or changes what bin/demo's fabric has failed.
+func demoControl(e *env, fs *flag.FlagSet) error {
+	var raw map[string]any
+	switch args := fs.Args(); {
+	case len(args) == 0:
+		if err := e.cli.Do(e.ctx, http.MethodGet, "/api/v1/demo", nil, &raw); err != nil {
+			return err
+		}
+	case len(args) >= 3 && (args[0] == "fail" || args[0] == "restore"):
+		body := map[string]string{}
+		switch {
+		case args[1] == "plane" && len(args) == 3:
+			body["plane"] = args[2]
+		case args[1] == "port" && len(args) == 4:
+			body["endpoint"], body["plane"] = args[2], args[3]
+		default:
+			return usagef("demo %s: plane P, or port ENDPOINT P", args[0])
+		}
+		if err := e.cli.Do(e.ctx, http.MethodPost, "/api/v1/demo/"+args[0], body, &raw); err != nil {
+			return err
+		}
+	default:
+		return usagef("demo takes nothing (show), or fail|restore plane P, or fail|restore port ENDPOINT P")
+	}
+	if e.json {
+		return printJSON(e.out, raw)
+	}
+	var st struct {
+		Planes []struct {
+			Name      string
+			Up        bool
+			PortsDown []string `json:"ports_down"`
+		}
+	}
+	data, _ := json.Marshal(raw)
+	json.Unmarshal(data, &st)
+	t := newTable(e.out, "PLANE", "AT THE SWITCH", "PORTS DOWN")
+	for _, p := range st.Planes {
+		state := "up"
+		if !p.Up {
+			state = "down"
+		}
+		t.row(p.Name, state, orDash(strings.Join(p.PortsDown, ",")))
+	}
+	return t.flush()
 }

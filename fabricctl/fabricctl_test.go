@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multiplane/multiplane/demo/democtl"
+	"github.com/multiplane/multiplane/fabricsim/userspace"
+	"github.com/multiplane/multiplane/internal/fabricdproc"
 	"github.com/multiplane/multiplane/internal/fabricdtest"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
@@ -38,13 +42,18 @@ func run(ctx context.Context, env map[string]string, args ...string) result {
 	return result{code, out.String(), errOut.String()}
 }
 
-func TestAgainstFabricd(t *testing.T) {
-	p := fabricdtest.Start(t, "--topology", fabricdtest.ExampleTopology(t))
-	ctx := testenv.Context(t)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	os.WriteFile(tokenFile, []byte(p.Token()+"\n"), 0o600)
-	env := map[string]string{"FABRICCTL_SERVER": p.URL(), "FABRICCTL_TOKEN_FILE": tokenFile}
-	ok := func(args ...string) string {
+// adminEnv points fabricctl at p with its admin token in a file.
+func adminEnv(t *testing.T, p *fabricdproc.Proc) (env map[string]string, tokenFile string) {
+	tokenFile = filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(p.Token()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"FABRICCTL_SERVER": p.URL(), "FABRICCTL_TOKEN_FILE": tokenFile}, tokenFile
+}
+
+// succeeds runs fabricctl and fails the test unless it exits 0.
+func succeeds(t *testing.T, ctx context.Context, env map[string]string) func(args ...string) string {
+	return func(args ...string) string {
 		t.Helper()
 		r := run(ctx, env, args...)
 		if r.code != ExitOK {
@@ -52,6 +61,13 @@ func TestAgainstFabricd(t *testing.T) {
 		}
 		return r.stdout
 	}
+}
+
+func TestAgainstFabricd(t *testing.T) {
+	p := fabricdtest.Start(t, "--topology", fabricdtest.ExampleTopology(t))
+	ctx := testenv.Context(t)
+	env, tokenFile := adminEnv(t, p)
+	ok := succeeds(t, ctx, env)
 	// A table: a header of the columns, then aligned rows.
 	rows := func(out string, header string) [][]string {
 		t.Helper()
@@ -131,7 +147,7 @@ func TestAgainstFabricd(t *testing.T) {
 	if out := ok("events", "--plane", "p2"); strings.Contains(out, "p1") {
 		t.Fatalf("events --plane p2 shows p1's:\n%s", out)
 	}
-	if a := ok("audit", "--limit", "5"); !regexp.MustCompile(`drain\.create\s+target_kind=plane|drain\.create\s+plane=p1`).MatchString(a) || !strings.Contains(a, "drain.dry_run") {
+	if a := ok("audit", "--limit", "5"); !regexp.MustCompile(`drain\.create\s+plane=p1`).MatchString(a) || !strings.Contains(a, "drain.dry_run") {
 		t.Fatalf("audit lacks the drain:\n%s", a)
 	}
 	if tk := rows(ok("tokens"), "ID"); len(tk) == 0 || tk[0][2] != "admin" {
@@ -139,6 +155,13 @@ func TestAgainstFabricd(t *testing.T) {
 	}
 	if out := ok("undrain", id); out != "Drain "+id+" ended.\n" {
 		t.Fatalf("undrain: %q", out)
+	}
+	ended := false
+	for _, d := range rows(ok("drains", "--all"), "ID") {
+		ended = ended || (d[0] == id && d[1] == "plane p1" && d[len(d)-1] != "-")
+	}
+	if !ended {
+		t.Fatalf("drains --all does not show drain %s ended:\n%s", id, ok("drains", "--all"))
 	}
 	if r := run(ctx, env, "undrain", id); r.code != ExitAPI {
 		t.Fatalf("undrain twice: exit %d %s", r.code, r.stderr)
@@ -183,6 +206,7 @@ func TestAgainstFabricd(t *testing.T) {
 		{env, []string{"drain", "plane", "p1"}, ExitUsage, "--reason"},
 		{env, []string{"drain", "rack", "r1", "--reason", "x"}, ExitUsage, "plane, switch or link"},
 		{env, []string{"undrain", "seven"}, ExitUsage, "positive number"},
+		{env, []string{"demo"}, ExitAPI, "not_demo"},
 		{env, []string{"events", "--since", "yesterday"}, ExitUsage, "duration"},
 		{map[string]string{"FABRICCTL_SERVER": "ftp://x"}, []string{"planes"}, ExitUsage, "--server"},
 	} {
@@ -199,5 +223,110 @@ func TestAgainstFabricd(t *testing.T) {
 	}
 	if r := run(ctx, nil, "--help"); r.code != ExitOK || !strings.Contains(r.stderr, "Exit codes:") || !strings.Contains(r.stderr, "FABRICCTL_SERVER") {
 		t.Errorf("--help: %d %s", r.code, r.stderr)
+	}
+}
+
+// TestDemoControl runs `fabricctl demo` against a real fabricd forwarding
+// to a demo control over a real userspace fabric: show, fail and restore a
+// plane and a port; refusals change nothing; a viewer may only look.
+func TestDemoControl(t *testing.T) {
+	ctx := testenv.Context(t)
+	fab, err := userspace.Start(ctx, userspace.Config{Hosts: 8, Port: testutil.FabricPort(t, 8, 4), Planes: make([]userspace.PlaneConfig, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fab.Close() })
+	hosts := make([]string, 8)
+	for h := range hosts {
+		hosts[h] = fmt.Sprintf("host-%c", 'a'+h)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go democtl.Serve(ctx, ln, democtl.NewHandler(fab, []string{"p0", "p1", "p2", "p3"}, hosts, "demo-secret", nil))
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secretFile, []byte("demo-secret\n"), 0o600)
+	p := fabricdtest.Start(t, "--topology", fabricdtest.ExampleTopology(t), "--demo-control", "http://"+ln.Addr().String(),
+		"--demo-control-secret-file", secretFile)
+	env, _ := adminEnv(t, p)
+	ok := succeeds(t, ctx, env)
+	allUp := func() bool {
+		for pl := range 4 {
+			for h := range 8 {
+				if !fab.PlaneUp(pl) || !fab.LinkUp(h, pl) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	row := func(out, plane string) string {
+		t.Helper()
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, plane+" ") {
+				return strings.Join(strings.Fields(l), " ")
+			}
+		}
+		t.Fatalf("no row of %s in:\n%s", plane, out)
+		return ""
+	}
+
+	if out := ok("demo"); !strings.HasPrefix(out, "PLANE") || row(out, "p1") != "p1 up -" {
+		t.Fatalf("demo:\n%s", out)
+	}
+	out := ok("demo", "fail", "plane", "p1")
+	t.Logf("fabricctl demo fail plane p1:\n%s", out)
+	if row(out, "p1") != "p1 down -" || row(out, "p0") != "p0 up -" || fab.PlaneUp(1) || !fab.PlaneUp(0) {
+		t.Fatalf("after failing p1 (fabric p1 up: %v):\n%s", fab.PlaneUp(1), out)
+	}
+	out = ok("demo", "fail", "port", "host-c", "p2")
+	if row(out, "p2") != "p2 up host-c" || fab.LinkUp(2, 2) || !fab.LinkUp(3, 2) {
+		t.Fatalf("after failing host-c's p2 port:\n%s", out)
+	}
+	var st democtl.State
+	if err := json.Unmarshal([]byte(ok("-o", "json", "demo")), &st); err != nil || len(st.Planes) != 4 || st.Planes[1].Up || st.Planes[2].PortsDown[0] != "host-c" {
+		t.Fatalf("demo -o json: %+v %v", st, err)
+	}
+	ok("demo", "restore", "plane", "p1")
+	ok("demo", "restore", "port", "host-c", "p2")
+	if !allUp() {
+		t.Fatal("restore left something down")
+	}
+	if a := ok("audit", "--limit", "10"); !regexp.MustCompile(`demo\.fail\s+plane=p1`).MatchString(a) || !regexp.MustCompile(`demo\.restore\s+port=host-c/p2`).MatchString(a) {
+		t.Fatalf("audit lacks the demo changes:\n%s", a)
+	}
+
+	// Refusals: unknown names, usage, and a viewer; none changes the fabric.
+	var viewer struct{ Token string }
+	resp, err := p.Do(ctx, "POST", "/api/v1/tokens", strings.NewReader(`{"name":"wall","role":"viewer"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&viewer)
+	resp.Body.Close()
+	viewerEnv := map[string]string{"FABRICCTL_SERVER": p.URL(), "FABRICCTL_TOKEN": viewer.Token}
+	for _, tc := range []struct {
+		env    map[string]string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{env, []string{"demo", "fail", "plane", "p9"}, ExitAPI, `no plane "p9"`},
+		{env, []string{"demo", "fail", "port", "host-z", "p1"}, ExitAPI, `no endpoint "host-z"`},
+		{env, []string{"demo", "fail", "rack", "r1"}, ExitUsage, "plane P, or port ENDPOINT P"},
+		{env, []string{"demo", "flap", "plane", "p1"}, ExitUsage, "fail|restore"},
+		{viewerEnv, []string{"demo", "fail", "plane", "p1"}, ExitAPI, "403"},
+	} {
+		r := run(ctx, tc.env, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.stderr) {
+			t.Errorf("fabricctl %v: exit %d %q, want %d with %q", tc.args, r.code, r.stderr, tc.code, tc.stderr)
+		}
+		if !allUp() {
+			t.Fatalf("fabricctl %v changed the fabric", tc.args)
+		}
+	}
+	if r := run(ctx, viewerEnv, "demo"); r.code != ExitOK || row(r.stdout, "p3") != "p3 up -" {
+		t.Errorf("a viewer's demo: exit %d %s%s", r.code, r.stdout, r.stderr)
 	}
 }

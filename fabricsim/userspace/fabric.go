@@ -179,6 +179,19 @@ func (f *Fabric) SetLinkUp(host, plane int, up bool) {
 	}
 }
 
+// PlaneUp reports whether a plane is up (SetUp).
+func (f *Fabric) PlaneUp(plane int) bool { return f.plane(plane).up.Load() }
+
+// LinkUp reports whether the link between host and plane is up
+// (SetLinkUp), whatever the plane's state.
+func (f *Fabric) LinkUp(host, plane int) bool {
+	p := f.plane(plane)
+	if host < 0 || host >= len(p.ports) {
+		panic(fmt.Sprintf("userspace: host %d out of range", host))
+	}
+	return p.ports[host].up.Load()
+}
+
 // SetLoss sets a plane's random loss probability (0..1).
 func (f *Fabric) SetLoss(plane int, loss float64) {
 	f.plane(plane).loss.Store(math.Float64bits(min(max(loss, 0), 1)))
