@@ -76,7 +76,7 @@ func hostileCases(f *fixture) []hostileCase {
 	queryNames := []string{"limit", "cursor", "state", "plane", "switch", "endpoint", "subject", "subject_kind", "since", "all", "dry_run", "force", "bogus"}
 	bodies := map[string]string{
 		"PUT /api/v1/endpoints/:name/rate-class": `{"class":"gold"}`,
-		"POST /api/v1/drains":                    `{"target_kind":"plane","target":"p1","reason":"r"}`,
+		"POST /api/v1/drains":                    `{"subject_kind":"plane","subject":"p1","reason":"r"}`,
 		"PUT /api/v1/rate-classes/:name":         `{"egress_bps":1}`,
 		"POST /api/v1/tokens":                    `{"name":"n","role":"viewer"}`,
 		"POST /api/v1/enrollment-tokens":         `{"endpoint":"host-a"}`,
@@ -112,9 +112,9 @@ func hostileCases(f *fixture) []hostileCase {
 		for _, b := range []struct{ method, path, route, body, field string }{
 			{"POST", "/api/v1/tokens", "/api/v1/tokens", `{"name":` + s + `,"role":"viewer"}`, "name"},
 			{"POST", "/api/v1/tokens", "/api/v1/tokens", `{"name":"n","role":` + s + `}`, "role"},
-			{"POST", "/api/v1/drains", "/api/v1/drains", `{"target_kind":` + s + `,"target":"p1","reason":"r"}`, "target_kind"},
-			{"POST", "/api/v1/drains", "/api/v1/drains", `{"target_kind":"plane","target":` + s + `,"reason":"r"}`, "target"},
-			{"POST", "/api/v1/drains", "/api/v1/drains", `{"target_kind":"plane","target":"p1","reason":` + s + `}`, "reason"},
+			{"POST", "/api/v1/drains", "/api/v1/drains", `{"subject_kind":` + s + `,"subject":"p1","reason":"r"}`, "subject_kind"},
+			{"POST", "/api/v1/drains", "/api/v1/drains", `{"subject_kind":"plane","subject":` + s + `,"reason":"r"}`, "subject"},
+			{"POST", "/api/v1/drains", "/api/v1/drains", `{"subject_kind":"plane","subject":"p1","reason":` + s + `}`, "reason"},
 			{"PUT", "/api/v1/endpoints/host-a/rate-class", "/api/v1/endpoints/:name/rate-class", `{"class":` + s + `}`, "class"},
 			{"POST", "/api/v1/enrollment-tokens", "/api/v1/enrollment-tokens", `{"endpoint":` + s + `}`, "endpoint"},
 		} {
@@ -164,7 +164,7 @@ func TestHostileInputIsRefusedAuditedAndChangesNothing(t *testing.T) {
 	f.loadExample()
 	for _, setup := range []struct{ method, path, body string }{
 		{"PUT", "/api/v1/rate-classes/gold", `{"egress_bps":1000}`},
-		{"POST", "/api/v1/drains", `{"target_kind":"plane","target":"p3","reason":"setup"}`},
+		{"POST", "/api/v1/drains", `{"subject_kind":"plane","subject":"p3","reason":"setup"}`},
 	} {
 		if r := f.do(setup.method, setup.path, f.admin, []byte(setup.body)); r.Code >= 300 {
 			t.Fatalf("%s %s = %d %s", setup.method, setup.path, r.Code, r.Body)
@@ -224,8 +224,8 @@ func TestSmallerRefusals(t *testing.T) {
 	}{
 		{"null rate class", "PUT", "/api/v1/rate-classes/gold", f.admin, `null`, 400, "invalid_json"},
 		{"array body", "POST", "/api/v1/drains", f.admin, `[]`, 400, "invalid_json"},
-		{"first drain", "POST", "/api/v1/drains", f.admin, `{"target_kind":"plane","target":"p1","reason":"r"}`, 201, ""},
-		{"second drain of the same plane", "POST", "/api/v1/drains", f.admin, `{"target_kind":"plane","target":"p1","reason":"again"}`, 409, "already_drained"},
+		{"first drain", "POST", "/api/v1/drains", f.admin, `{"subject_kind":"plane","subject":"p1","reason":"r"}`, 201, ""},
+		{"second drain of the same plane", "POST", "/api/v1/drains", f.admin, `{"subject_kind":"plane","subject":"p1","reason":"again"}`, 409, "already_drained"},
 		{"unassign unknown endpoint", "DELETE", "/api/v1/endpoints/nope/rate-class", f.admin, ``, 404, "not_found"},
 		{"unassign known endpoint", "DELETE", "/api/v1/endpoints/host-a/rate-class", f.admin, ``, 204, ""},
 		{"unknown query parameter", "GET", "/api/v1/planes?stat=down", f.admin, ``, 400, "invalid_parameter"},
@@ -233,14 +233,14 @@ func TestSmallerRefusals(t *testing.T) {
 		{"head of a list", "HEAD", "/api/v1/planes", viewer, ``, 200, ""},
 		{"head of health", "HEAD", "/healthz", "", ``, 200, ""},
 		{"head of the dashboard", "HEAD", "/", "", ``, 200, ""},
-		{"semicolon in the query", "POST", "/api/v1/drains?dry_run=true;", f.admin, `{"target_kind":"plane","target":"p2","reason":"r"}`, 400, "invalid_parameter"},
+		{"semicolon in the query", "POST", "/api/v1/drains?dry_run=true;", f.admin, `{"subject_kind":"plane","subject":"p2","reason":"r"}`, 400, "invalid_parameter"},
 		{"empty query parameter name", "GET", "/api/v1/planes?=1", f.admin, ``, 400, "invalid_parameter"},
 		{"tab in a path parameter", "GET", "/api/v1/planes/p0%09", f.admin, ``, 400, "invalid_parameter"},
 		{"duplicate JSON key", "PUT", "/api/v1/rate-classes/silver", f.admin, `{"priority":1,"priority":9}`, 400, "invalid_json"},
 		{"JSON key in another case", "PUT", "/api/v1/rate-classes/silver", f.admin, `{"EGRESS_BPS":5}`, 400, "invalid_json"},
 		{"empty rate class", "PUT", "/api/v1/rate-classes/silver", f.admin, `{}`, 400, "invalid_json"},
-		{"invalid byte after a backslash", "POST", "/api/v1/drains", f.admin, "{\"target_kind\":\"plane\",\"target\":\"p2\",\"reason\":\"a\\\xff\"}", 400, "invalid_json"},
-		{"lone surrogate", "POST", "/api/v1/drains", f.admin, `{"target_kind":"plane","target":"p2","reason":"a\ud800"}`, 400, "invalid_field"},
+		{"invalid byte after a backslash", "POST", "/api/v1/drains", f.admin, "{\"subject_kind\":\"plane\",\"subject\":\"p2\",\"reason\":\"a\\\xff\"}", 400, "invalid_json"},
+		{"lone surrogate", "POST", "/api/v1/drains", f.admin, `{"subject_kind":"plane","subject":"p2","reason":"a\ud800"}`, 400, "invalid_field"},
 		{"unknown API route with a valid token", "DELETE", "/api/v1/nope", f.admin, ``, 404, "not_found"},
 		{"unknown API route without a token", "DELETE", "/api/v1/nope", "", ``, 401, "unauthenticated"},
 	}

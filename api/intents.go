@@ -15,8 +15,8 @@ import (
 )
 
 type drainRequest struct {
-	TargetKind policy.DrainKind `json:"target_kind"`
-	Target     string           `json:"target"`
+	TargetKind policy.DrainKind `json:"subject_kind"`
+	Target     string           `json:"subject"`
 	Reason     string           `json:"reason" limit:"text"`
 }
 
@@ -37,13 +37,13 @@ func checkTarget(t *planes.Topology, kind policy.DrainKind, target string) error
 			names = append(names, l.Name)
 		}
 	default:
-		return badRequest("invalid_field", "target_kind", "target_kind must be plane, switch or link")
+		return badRequest("invalid_field", "subject_kind", "subject_kind must be plane, switch or link")
 	}
 	if target == "" {
-		return badRequest("invalid_field", "target", "target is required")
+		return badRequest("invalid_field", "subject", "subject is required")
 	}
 	if !slices.Contains(names, target) {
-		return badRequest("invalid_field", "target", "the topology has no %s %q", kind, target)
+		return badRequest("invalid_field", "subject", "the topology has no %s %q", kind, target)
 	}
 	return nil
 }
@@ -70,6 +70,9 @@ func (s *Server) createDrain(c *gin.Context) {
 	}
 	var req drainRequest
 	if err := decodeJSON(body, &req); err != nil {
+		if e, ok := err.(*Error); ok && (e.Field == "target_kind" || e.Field == "target") {
+			e.Message += "; a drain names what it drains as subject_kind and subject, as events do"
+		}
 		fail(c, err)
 		return
 	}
@@ -122,7 +125,7 @@ func (s *Server) createDrain(c *gin.Context) {
 		return
 	}
 	s.intentsChanged(c.Request.Context())
-	c.Set(ctxAuditDetail, gin.H{"drain_id": d.ID, "target_kind": d.Kind, "target": d.Target, "forced": force && len(impact.Stranded) > 0})
+	c.Set(ctxAuditDetail, gin.H{"drain_id": d.ID, "subject_kind": d.Kind, "subject": d.Target, "forced": force && len(impact.Stranded) > 0})
 	c.JSON(http.StatusCreated, gin.H{"drain": d, "impact": impact})
 }
 

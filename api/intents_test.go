@@ -26,7 +26,7 @@ func TestDrainsWhatIfAndForce(t *testing.T) {
 		{Switch: "p1-sw1", Interface: "Ethernet16", At: time.Now(), Oper: planes.OperDown},
 	})
 
-	r := f.do("POST", "/api/v1/drains?dry_run=true", op, []byte(`{"target_kind":"plane","target":"p2","reason":"optics swap"}`))
+	r := f.do("POST", "/api/v1/drains?dry_run=true", op, []byte(`{"subject_kind":"plane","subject":"p2","reason":"optics swap"}`))
 	var dry struct {
 		DryRun bool `json:"dry_run"`
 		Impact policy.Impact
@@ -49,7 +49,7 @@ func TestDrainsWhatIfAndForce(t *testing.T) {
 		t.Fatal("dry run created a drain")
 	}
 
-	r = f.do("POST", "/api/v1/drains", op, []byte(`{"target_kind":"plane","target":"p2","reason":"optics swap"}`))
+	r = f.do("POST", "/api/v1/drains", op, []byte(`{"subject_kind":"plane","subject":"p2","reason":"optics swap"}`))
 	var created struct{ Drain struct{ ID int64 } }
 	r.json(t, &created)
 	if r.Code != 201 || created.Drain.ID == 0 {
@@ -64,14 +64,14 @@ func TestDrainsWhatIfAndForce(t *testing.T) {
 	}
 
 	// p3 too would strand host-c: refused, then forced.
-	r = f.do("POST", "/api/v1/drains", op, []byte(`{"target_kind":"plane","target":"p3","reason":"second"}`))
+	r = f.do("POST", "/api/v1/drains", op, []byte(`{"subject_kind":"plane","subject":"p3","reason":"second"}`))
 	if code, msg, _ := r.apiError(t); r.Code != 409 || code != "would_strand" || !strings.Contains(msg, "host-c") {
 		t.Fatalf("stranding drain = %d %s", r.Code, r.Body)
 	}
 	if f.do("GET", "/api/v1/drains", viewer, nil).json(t, &drains); len(drains.Items) != 1 {
 		t.Fatalf("refused drain was stored: %d drains", len(drains.Items))
 	}
-	if r = f.do("POST", "/api/v1/drains?force=true", op, []byte(`{"target_kind":"plane","target":"p3","reason":"second"}`)); r.Code != 201 {
+	if r = f.do("POST", "/api/v1/drains?force=true", op, []byte(`{"subject_kind":"plane","subject":"p3","reason":"second"}`)); r.Code != 201 {
 		t.Fatalf("forced drain = %d %s", r.Code, r.Body)
 	}
 	f.do("GET", "/api/v1/endpoints/host-c/policy", viewer, nil).json(t, &pol)
@@ -90,11 +90,12 @@ func TestDrainsWhatIfAndForce(t *testing.T) {
 	}
 
 	bad := []struct{ body, field string }{
-		{`{"target_kind":"plane","target":"p9","reason":"x"}`, "target"},
-		{`{"target_kind":"rack","target":"p1","reason":"x"}`, "target_kind"},
-		{`{"target_kind":"link","target":"p0-sw1:Ethernet99","reason":"x"}`, "target"},
-		{`{"target_kind":"plane","target":"p1"}`, "reason"},
-		{`{"target_kind":"plane","target":"p1","reason":"x","ttl":5}`, "ttl"},
+		{`{"subject_kind":"plane","subject":"p9","reason":"x"}`, "subject"},
+		{`{"subject_kind":"rack","subject":"p1","reason":"x"}`, "subject_kind"},
+		{`{"subject_kind":"link","subject":"p0-sw1:Ethernet99","reason":"x"}`, "subject"},
+		{`{"subject_kind":"plane","subject":"p1"}`, "reason"},
+		{`{"subject_kind":"plane","subject":"p1","reason":"x","ttl":5}`, "ttl"},
+		{`{"target_kind":"plane","target":"p1","reason":"x"}`, "target_kind"}, // the names before 2026-12
 	}
 	for _, b := range bad {
 		r := f.do("POST", "/api/v1/drains", op, []byte(b.body))
@@ -102,7 +103,7 @@ func TestDrainsWhatIfAndForce(t *testing.T) {
 			t.Errorf("POST %s = %d field %q, want 400 on %s", b.body, r.Code, field, b.field)
 		}
 	}
-	if r := f.do("POST", "/api/v1/drains", viewer, []byte(`{"target_kind":"plane","target":"p1","reason":"x"}`)); r.Code != 403 {
+	if r := f.do("POST", "/api/v1/drains", viewer, []byte(`{"subject_kind":"plane","subject":"p1","reason":"x"}`)); r.Code != 403 {
 		t.Fatalf("viewer drain = %d", r.Code)
 	}
 }
@@ -182,13 +183,13 @@ func TestDrainsAndTokensPage(t *testing.T) {
 	f := newFixture(t)
 	f.loadExample()
 	for _, p := range []string{"p0", "p1", "p2"} {
-		if r := f.do("POST", "/api/v1/drains", f.admin, []byte(`{"target_kind":"plane","target":"`+p+`","reason":"page"}`)); r.Code != 201 {
+		if r := f.do("POST", "/api/v1/drains", f.admin, []byte(`{"subject_kind":"plane","subject":"`+p+`","reason":"page"}`)); r.Code != 201 {
 			t.Fatalf("drain %s = %d %s", p, r.Code, r.Body)
 		}
 	}
 	f.mint("second", auth.RoleViewer)
 	f.mint("third", auth.RoleViewer)
-	for _, tc := range []struct{ path, field string }{{"/api/v1/drains", "target"}, {"/api/v1/tokens", "name"}} {
+	for _, tc := range []struct{ path, field string }{{"/api/v1/drains", "subject"}, {"/api/v1/tokens", "name"}} {
 		var seen []string
 		pages := 0
 		for cursor := ""; ; pages++ {

@@ -368,7 +368,7 @@ func TestEnrolledEndpointsOnANamespaceFabric(t *testing.T) {
 			ID int64 `json:"id"`
 		} `json:"drain"`
 	}
-	if code := e.api(ctx, "POST", "/api/v1/drains", `{"target_kind":"plane","target":"p1","reason":"enrollment test"}`, &created); code != 201 {
+	if code := e.api(ctx, "POST", "/api/v1/drains", `{"subject_kind":"plane","subject":"p1","reason":"enrollment test"}`, &created); code != 201 {
 		t.Fatalf("drain: %d", code)
 	}
 	testutil.WaitFor(t, 15*time.Second, "the drain applied by all three", func() bool {

@@ -119,7 +119,7 @@ func TestTwoReplicasLeaderTakeover(t *testing.T) {
 
 func postDrain(t *testing.T, p *fabricdproc.Proc, plane string) int64 {
 	t.Helper()
-	body, _ := json.Marshal(map[string]string{"target_kind": "plane", "target": plane, "reason": "test"})
+	body, _ := json.Marshal(map[string]string{"subject_kind": "plane", "subject": plane, "reason": "test"})
 	resp, err := p.Do(context.Background(), http.MethodPost, "/api/v1/drains", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

@@ -44,8 +44,8 @@ const (
 // Drain is an operator's request to move traffic off a target.
 type Drain struct {
 	ID     int64     `json:"id"`
-	Kind   DrainKind `json:"target_kind"`
-	Target string    `json:"target"`
+	Kind   DrainKind `json:"subject_kind"`
+	Target string    `json:"subject"`
 }
 
 // RateClass is a named rate setting operators assign to endpoints.

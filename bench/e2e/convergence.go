@@ -387,7 +387,7 @@ func watchGenerations(ctx context.Context, cli *clientv3.Client) *generationTime
 }
 
 func drain(ctx context.Context, fd *fabricdproc.Proc, plane string) (int64, error) {
-	body, _ := json.Marshal(map[string]string{"target_kind": "plane", "target": plane, "reason": "convergence benchmark"})
+	body, _ := json.Marshal(map[string]string{"subject_kind": "plane", "subject": plane, "reason": "convergence benchmark"})
 	resp, err := fd.Do(ctx, http.MethodPost, "/api/v1/drains?force=true", bytes.NewReader(body))
 	if err != nil {
 		return 0, err
