@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -17,29 +16,12 @@ import (
 	"github.com/multiplane/multiplane/internal/testenv"
 )
 
-// dashboardEnv starts the system with a control endpoint for the browser
-// scripts: fail and restore a plane, stop fabricd, read fabricd's RSS.
+// dashboardEnv starts the system (fabricd with the demo control, which the
+// dashboard drives) with an endpoint for the browser scripts to stop
+// fabricd and read its RSS.
 func dashboardEnv(t *testing.T) (*demo.Env, *httptest.Server) {
 	env := startEnv(t, nil, func(c *demo.Config) { c.RateBps = 50e6 })
 	mux := http.NewServeMux()
-	plane := func(r *http.Request) (int, bool) {
-		p, err := strconv.Atoi(r.URL.Query().Get("plane"))
-		return p, err == nil && p >= 0 && p < len(env.Switches)
-	}
-	mux.HandleFunc("POST /fail", func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := plane(r); ok {
-			env.Fabric.SetUp(p, false)
-			return
-		}
-		http.Error(w, "plane?", http.StatusBadRequest)
-	})
-	mux.HandleFunc("POST /restore", func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := plane(r); ok {
-			env.Fabric.SetUp(p, true)
-			return
-		}
-		http.Error(w, "plane?", http.StatusBadRequest)
-	})
 	mux.HandleFunc("POST /stop-fabricd", func(http.ResponseWriter, *http.Request) { env.Fabricd.Stop() })
 	mux.HandleFunc("GET /fabricd-rss", func(w http.ResponseWriter, _ *http.Request) {
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", env.Fabricd.Pid()))
@@ -74,9 +56,9 @@ func runScript(t *testing.T, env *demo.Env, ctl *httptest.Server, script string,
 }
 
 // TestDashboardInABrowser runs web/browsertest/dashboard.mjs (Chromium,
-// playwright-core) against fabricd, a userspace fabric with traffic, and
-// a control endpoint the script calls to fail and restore a plane and to
-// stop fabricd. MULTIPLANE_SCREENSHOTS=DIR keeps its screenshots.
+// playwright-core) against fabricd and a userspace fabric with traffic;
+// the script fails and restores a plane with the dashboard's demo control
+// and stops fabricd through a test endpoint. MULTIPLANE_SCREENSHOTS=DIR keeps its screenshots.
 func TestDashboardInABrowser(t *testing.T) {
 	testenv.RequireCommand(t, "chromium") // before starting anything
 	env, ctl := dashboardEnv(t)

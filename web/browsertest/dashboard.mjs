@@ -1,8 +1,9 @@
 // The dashboard as an operator sees it, in Debian's Chromium driven by
 // playwright-core: integration/TestDashboardInABrowser runs this against a
-// real fabricd with a userspace fabric moving traffic, and a control
-// endpoint that fails a plane. It prints one JSON object per measured
-// figure and exits 1 at the first check that fails.
+// real fabricd (as bin/demo runs it, with its demo control) and a
+// userspace fabric moving traffic; a test endpoint stops fabricd. It
+// prints one JSON object per measured figure and exits 1 at the first
+// check that fails.
 import { chromium } from "playwright-core";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -74,13 +75,23 @@ report("utilisation_changed_ms", Date.now() - t);
 if (!/as of .*\d{1,2}:\d{2}:\d{2}/.test(await page.textContent("#asof")) || (await page.textContent("#asof")) === asof0)
   await fail(`"as of" did not move: ${asof0}`);
 
-// A plane fails at its switch: its row says down within 2 s, and its
-// traffic (from the switch's counters) falls to nothing.
+// The tiles: a sparkline of each plane's utilisation, and the fabric line.
+await within(5000, "the tiles' sparklines", () => [...document.querySelectorAll("#tiles li svg polyline")].filter((l) => l.getAttribute("points").split(" ").length > 2).length === 4);
+await within(5000, "the fabric line", () => /generation \d+: \d+ of \d+ endpoints applied it/.test(document.querySelector("#fabric-line").textContent));
+report("fabric_line", await page.textContent("#fabric-line"));
+
+// A plane fails at its switch through the dashboard's demo control: its
+// tile and row say down within 2 s, and its traffic (from the switch's
+// counters) falls to nothing.
 const row = (p, col) => `#planes tbody tr[data-plane="${p}"] td:nth-child(${col})`;
-await control("/fail?plane=1");
+const tile = (p) => `#tiles li[data-plane="${p}"] .state`;
+await within(5000, "the demo control", () => !document.querySelector("#demo-section").hidden && document.querySelectorAll("#demo-planes tbody button").length === 4);
+await page.click('#demo-planes tbody tr[data-plane="p1"] button');
 t = Date.now();
-await within(2000, "p1 shown down", (sel) => document.querySelector(sel).textContent === "down", row("p1", 2));
+await within(2000, "p1's tile shown down", (sel) => document.querySelector(sel).textContent === "down", tile("p1"));
 report("plane_down_shown_ms", Date.now() - t);
+await within(2000, "p1's row shown down", (sel) => document.querySelector(sel).textContent === "down", row("p1", 2));
+if ((await api("/api/v1/demo")).planes[1].up) await fail("the demo control did not fail p1");
 await within(10000, "p1's utilisation at 0.0%", (sel) => document.querySelector(sel).textContent === "0.0%", row("p1", 5));
 report("plane_traffic_gone_ms", Date.now() - t);
 if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/overview-plane-down.png`, fullPage: true });
@@ -137,6 +148,9 @@ await vpage.fill("#token", viewer.token);
 await vpage.click("#login button");
 await vpage.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 10000 }).catch(() => fail("viewer: no live stream"));
 if (await vpage.isVisible("#drain-form") || (await vpage.$$('button:has-text("End")')).length) await fail("a viewer sees drain actions");
+await vpage.waitForFunction(() => document.querySelectorAll("#demo-planes tbody tr").length === 4, null, { timeout: 5000 }).catch(() => fail("viewer: no demo state"));
+if ((await vpage.$$("#demo-planes button")).length || await vpage.isVisible("#demo-port-form") || await vpage.isVisible('a[href="#/audit"]'))
+  await fail("a viewer sees demo or admin actions");
 report("viewer_sees_no_drain_actions", true);
 await vpage.close();
 
@@ -163,8 +177,32 @@ if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/endpoint.png`, fu
 await page.goto(DASHBOARD_URL + "/#/");
 await within(10000, "the overview again", () => !document.querySelector("#overview").hidden && document.querySelector("#live").textContent === "live");
 
-// Restored, then reloaded: nothing stale, the state the API says.
-await control("/restore?plane=1");
+// Admins: the audit log has the demo control's change; a token created
+// on the tokens page shows its secret once, and is revoked there.
+await page.goto(DASHBOARD_URL + "/#/audit");
+await within(5000, "the audit page", () => [...document.querySelectorAll("#audit tbody tr")].some((tr) => tr.children[3].textContent === "demo.fail" && tr.children[4].textContent === "plane=p1"));
+await axeCheck("audit page");
+await page.goto(DASHBOARD_URL + "/#/tokens");
+await within(5000, "the tokens page", () => document.querySelectorAll("#tokens tbody tr").length > 0);
+await page.fill("#token-name", "made-in-browser");
+await page.selectOption("#token-role", "viewer");
+await page.click('#token-form button[type="submit"]');
+await within(5000, "the new token's secret", () => /^mpt_/.test(document.querySelector("#token-secret")?.textContent || ""));
+const made = (await api("/api/v1/tokens?limit=1000")).items.find((k) => k.name === "made-in-browser");
+if (!made || made.role !== "viewer") await fail("the tokens page did not create the viewer token");
+page.once("dialog", (d) => d.accept());
+await page.click(`#tokens tbody button[aria-label^="Revoke token ${made.id} "]`);
+await within(5000, "the token revoked", (id) => [...document.querySelectorAll("#tokens tbody tr")].some((tr) => tr.children[0].textContent === String(id) && tr.children[6].textContent !== "–"), made.id);
+if (!(await api("/api/v1/tokens?limit=1000")).items.find((k) => k.id === made.id).revoked_at) await fail("the token is not revoked in the API");
+await axeCheck("tokens page");
+report("admin_pages", true);
+await page.goto(DASHBOARD_URL + "/#/");
+await within(10000, "the overview once more", () => !document.querySelector("#overview").hidden && document.querySelectorAll("#demo-planes tbody button").length === 4);
+
+// Restored through the demo control's button, then reloaded: nothing
+// stale, the state the API says.
+await page.click('#demo-planes tbody tr[data-plane="p1"] button:has-text("Restore plane")');
+await within(3000, "p1 restored in the demo fabric", () => document.querySelector('#demo-planes tbody tr[data-plane="p1"] td:nth-child(2)').textContent === "up");
 await page.reload();
 await within(10000, "the live stream after a reload", () => document.querySelector("#live").textContent === "live");
 const apiP1 = (await api("/api/v1/planes/p1")).state;
@@ -181,6 +219,14 @@ const overflow = await page.evaluate(() => document.documentElement.scrollWidth 
 report("overflow_at_390px", overflow);
 if (overflow > 0) await fail(`the page is ${overflow} px wider than a 390 px screen`);
 if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/overview-390px.png`, fullPage: true });
+// A wall screen: nothing overflows, the overview takes two columns.
+await within(10000, "p1 healthy again", (sel) => document.querySelector(sel).textContent === "healthy", row("p1", 2));
+await page.setViewportSize({ width: 2560, height: 1440 });
+const wall = await page.evaluate(() => ({ overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  columns: getComputedStyle(document.querySelector("#overview")).gridTemplateColumns.split(" ").length }));
+report("wall_screen", wall);
+if (wall.overflow > 0 || wall.columns !== 2) await fail(`wall screen: ${JSON.stringify(wall)}`);
+if (SCREENSHOTS) await page.screenshot({ path: `${SCREENSHOTS}/overview-wall.png` });
 await page.setViewportSize({ width: 1280, height: 900 });
 
 if (errors.length) await fail("page errors: " + errors.join("; "));

@@ -49,16 +49,16 @@ async function api(path, method = "GET", body) {
 
 // Drains: preview what a drain changes, confirm it, end it. Only roles
 // that may operate see the actions (GET /api/v1/whoami).
-let canOperate = false;
+let canOperate = false, canAdminister = false;
 function renderDrains(items) {
   $("drains").tBodies[0].replaceChildren(...items.map((d) => {
     const tr = document.createElement("tr");
-    tr.append(cell(String(d.id)), cell(`${d.target_kind} ${d.target}`), cell(d.reason), cell(d.created_by), cell(when(d.created_at)));
+    tr.append(cell(String(d.id)), cell(`${d.subject_kind} ${d.subject}`), cell(d.reason), cell(d.created_by), cell(when(d.created_at)));
     const td = document.createElement("td");
     td.className = "operator-only";
     if (canOperate) {
       const b = document.createElement("button");
-      b.type = "button"; b.textContent = "End"; b.setAttribute("aria-label", `End drain ${d.id} of ${d.target_kind} ${d.target}`);
+      b.type = "button"; b.textContent = "End"; b.setAttribute("aria-label", `End drain ${d.id} of ${d.subject_kind} ${d.subject}`);
       b.addEventListener("click", () => api(`/api/v1/drains/${d.id}`, "DELETE").then(loadDrains).catch(show));
       td.append(b);
     }
@@ -70,7 +70,7 @@ const loadDrains = async () => renderDrains((await api("/api/v1/drains?limit=100
 let pending = null; // the drain previewed, to confirm
 $("drain-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
-  pending = { target_kind: "plane", target: $("drain-plane").value, reason: $("drain-reason").value.trim() };
+  pending = { subject_kind: "plane", subject: $("drain-plane").value, reason: $("drain-reason").value.trim() };
   try {
     const r = await api("/api/v1/drains?dry_run=true", "POST", pending);
     const aff = r.impact.affected || [];
@@ -79,9 +79,9 @@ $("drain-form").addEventListener("submit", async (ev) => {
     // left of their capacity without the drained one.
     const usable = lastPlanes.filter((p) => p.state !== "down" && p.state !== "draining");
     const traffic = usable.reduce((s, p) => s + p.utilization * p.capacity_bps, 0);
-    const remaining = usable.filter((p) => p.name !== pending.target).reduce((s, p) => s + p.capacity_bps, 0);
+    const remaining = usable.filter((p) => p.name !== pending.subject).reduce((s, p) => s + p.capacity_bps, 0);
     const load = remaining > 0 ? `the other usable planes would carry about ${pct(traffic / remaining)} of their capacity` : "no usable plane would be left";
-    $("drain-summary").textContent = `Draining plane ${pending.target} changes ${aff.length} endpoints' path sets` +
+    $("drain-summary").textContent = `Draining plane ${pending.subject} changes ${aff.length} endpoints' path sets` +
       `, strands ${(r.impact.stranded || []).length}; they keep ${pct(left)} of their port capacity on average; ${load}.`;
     $("impact").tBodies[0].replaceChildren(...aff.map((a) => {
       const tr = document.createElement("tr");
@@ -98,8 +98,9 @@ $("drain-confirm").addEventListener("click", async () => {
 $("drain-cancel").addEventListener("click", () => { $("drain-impact").hidden = true; pending = null; });
 
 let lastPlanes = [];
-function renderPlanes(items) {
+function renderPlanes(items, sample) {
   lastPlanes = items;
+  renderTiles(items, sample);
   const sel = $("drain-plane");
   if (sel.options.length !== items.length) {
     sel.replaceChildren(...items.map((p) => { const o = document.createElement("option"); o.value = o.textContent = p.name; return o; }));
@@ -116,6 +117,83 @@ function renderPlanes(items) {
     return tr;
   }));
 }
+
+// Tiles: every plane's state in text and colour, its figures and a
+// sparkline of its utilisation over the last minutes (seeded from the
+// series API, then a point per summary). The window grows from one
+// minute to five as samples arrive, so a fresh page is not a sliver.
+const SPARK_POINTS = 300, SPARK_MIN_POINTS = 60;
+const spark = new Map(); // plane → utilisation samples, oldest first
+function sparkline(values) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  const width = Math.max(SPARK_MIN_POINTS, values.length);
+  svg.setAttribute("viewBox", `0 0 ${width - 1} 100`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("aria-hidden", "true");
+  const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+  const off = width - values.length;
+  line.setAttribute("points", values.map((v, i) => `${off + i},${(100 - 100 * Math.min(1, Math.max(0, v))).toFixed(1)}`).join(" "));
+  svg.append(line);
+  return svg;
+}
+function renderTiles(items, sample) {
+  $("tiles").replaceChildren(...items.map((p) => {
+    const vals = spark.get(p.name) || [];
+    if (sample) { vals.push(p.utilization || 0); if (vals.length > SPARK_POINTS) vals.splice(0, vals.length - SPARK_POINTS); spark.set(p.name, vals); }
+    const li = document.createElement("li"), h = document.createElement("h3"), a = document.createElement("a"), st = document.createElement("span");
+    li.className = "tile " + p.state; li.dataset.plane = p.name;
+    a.href = "#/plane/" + encodeURIComponent(p.name); a.textContent = p.name;
+    st.className = "state " + p.state; st.textContent = p.state;
+    h.append(a, st);
+    const figs = para(`${pct(p.utilization)} used of ${gbps(p.capacity_bps)} · loss ${pct(p.loss_rate)} · ECN ${pct(p.ecn_rate)}`);
+    figs.className = "figs";
+    li.append(h, figs, sparkline(vals));
+    return li;
+  }));
+}
+async function seedSparks(items) {
+  await Promise.all(items.map(async (p) => {
+    const s = await api(`/api/v1/planes/${encodeURIComponent(p.name)}/series?since=5m`);
+    spark.set(p.name, s.utilization.slice(-SPARK_POINTS));
+  }));
+}
+// The fabric line: generation, how many endpoints applied it, drains.
+async function loadFabricLine() {
+  const [c, d] = await Promise.all([api("/api/v1/convergence"), api("/api/v1/drains?limit=1000")]);
+  $("fabric-line").textContent = `generation ${c.target_generation}: ${c.applied} of ${c.endpoints} endpoints applied it; ` +
+    (d.items.length ? `${d.items.length} active drain${d.items.length > 1 ? "s" : ""} (${d.items.map((x) => x.target).join(", ")})` : "no active drains");
+}
+
+// Demo control (fabricd run by bin/demo only): fail and restore a plane,
+// or one endpoint's port, of the emulated fabric.
+let demoMode = false;
+function renderDemo(st) {
+  $("demo-planes").tBodies[0].replaceChildren(...st.planes.map((p) => {
+    const tr = document.createElement("tr");
+    tr.dataset.plane = p.name;
+    tr.append(cell(p.name), cell(p.up ? "up" : "down", p.up ? "up" : "down"), cell(p.ports_down.join(", ") || "–"));
+    const td = document.createElement("td");
+    td.className = "operator-only";
+    if (canOperate) {
+      const b = document.createElement("button"), action = p.up ? "fail" : "restore";
+      b.type = "button"; b.textContent = p.up ? "Fail plane" : "Restore plane";
+      b.setAttribute("aria-label", `${b.textContent} ${p.name}`);
+      b.addEventListener("click", () => api(`/api/v1/demo/${action}`, "POST", { plane: p.name }).then(renderDemo).catch(show));
+      td.append(b);
+    }
+    tr.append(td);
+    return tr;
+  }));
+  const sel = $("demo-port-plane");
+  if (sel.options.length !== st.planes.length) sel.replaceChildren(...st.planes.map((p) => new Option(p.name, p.name)));
+}
+const loadDemo = async () => { if (demoMode) renderDemo(await api("/api/v1/demo")); };
+$("demo-port-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const action = ev.submitter && ev.submitter.value === "restore" ? "restore" : "fail";
+  api(`/api/v1/demo/${action}`, "POST", { plane: $("demo-port-plane").value, endpoint: $("demo-endpoint").value }).then(renderDemo).catch(show);
+});
+setInterval(() => { if (token && !$("overview").hidden) { loadDemo().catch(show); loadFabricLine().catch(show); } }, 2000);
 
 function renderSwitches(items) {
   $("switches").tBodies[0].replaceChildren(...items.map((s) => {
@@ -138,11 +216,22 @@ function addEvent(e) {
 async function refresh() {
   const me = await api("/api/v1/whoami");
   canOperate = me.can.includes("operate");
+  canAdminister = me.can.includes("administer");
   document.body.classList.toggle("can-operate", canOperate);
+  document.body.classList.toggle("can-administer", canAdminister);
+  demoMode = !!me.demo;
+  $("demo-section").hidden = !demoMode;
   const [planes, switches] = await Promise.all([api("/api/v1/planes"), api("/api/v1/switches?limit=1000")]);
+  await seedSparks(planes.items);
   renderPlanes(planes.items);
   renderSwitches(switches.items);
-  await loadDrains();
+  await Promise.all([loadDrains(), loadFabricLine()]);
+  if (demoMode) {
+    const eps = await api("/api/v1/endpoints?limit=1000");
+    const sel = $("demo-endpoint");
+    if (sel.options.length !== eps.items.length) sel.replaceChildren(...eps.items.map((e) => new Option(e.name, e.name)));
+    await loadDemo();
+  }
   const newest = await loadEvents();
   if (!lastEventId && newest) lastEventId = String(newest);
   fresh(Date.now());
@@ -200,11 +289,11 @@ async function follow() {
       const d = JSON.parse(data[1]);
       if (id) lastEventId = id[1];
       if (ev[1] === "planes") renderPlanes(d);
-      else if (ev[1] === "summary") { renderPlanes(d.planes); renderSwitches(d.switches); fresh(Date.parse(d.at)); }
+      else if (ev[1] === "summary") { renderPlanes(d.planes, true); renderSwitches(d.switches); fresh(Date.parse(d.at)); }
       else if (ev[1] === "state_change") {
         if (!filtered()) addEvent(d);
         else { clearTimeout(eventReload); eventReload = setTimeout(() => loadEvents().catch(show), 300); }
-        if (d.subject_kind === "plane" && (d.to === "draining" || d.from === "draining")) loadDrains().catch(show); }
+        if (d.subject_kind === "plane" && (d.to === "draining" || d.from === "draining")) { loadDrains().catch(show); loadFabricLine().catch(show); } }
       else if (ev[1] === "end") stale(); // fabricd ends the stream (stopping, or the token expired)
     }
   }
@@ -229,18 +318,21 @@ $("login").addEventListener("submit", (ev) => {
   start();
 });
 
-// Pages: #/plane/NAME and #/endpoint/NAME; anything else is the overview.
+// Pages: #/plane/NAME, #/endpoint/NAME, and for admins #/audit and
+// #/tokens; anything else is the overview.
 async function route() {
   clearInterval(pageTimer); pageTimer = null;
   if (chart) { chart.destroy(); chart = null; }
-  const m = /^#\/(plane|endpoint)\/(.+)$/.exec(location.hash);
+  const m = /^#\/(plane|endpoint)\/(.+)$/.exec(location.hash) || /^#\/(audit|tokens)()$/.exec(location.hash);
   $("overview").hidden = !!m; $("page").hidden = !m;
-  $("crumb").textContent = m ? ` / ${m[1]} ${decodeURIComponent(m[2])}` : "";
+  $("crumb").textContent = m ? ` / ${m[1]} ${decodeURIComponent(m[2])}`.trimEnd() : "";
   if (!m || !token) return;
   $("page").replaceChildren(para("Loading…"));
   try {
     const name = decodeURIComponent(m[2]);
     if (m[1] === "plane") await planePage(name);
+    else if (m[1] === "audit") await auditPage();
+    else if (m[1] === "tokens") await tokensPage();
     else {
       await endpointPage(name);
       pageTimer = setInterval(() => endpointPage(name).catch(show), 5000);
@@ -311,6 +403,52 @@ async function endpointPage(name) {
         (pol.path_set.fallback ? `; fallback: ${pol.path_set.fallback}` : "")),
       table(["plane", "address", "weight"], pol.path_set.planes.map((p) => [cell(p.plane), cell(p.address), cell(p.weight.toFixed(3))]))));
   }
+  $("page").replaceChildren(...parts);
+}
+
+// The audit log (admins): who did what, newest first.
+async function auditPage() {
+  const q = new URLSearchParams({ limit: "200" });
+  const r = await api("/api/v1/audit?" + q);
+  const head = document.createElement("h1"); head.textContent = "Audit log";
+  const t = table(["time", "actor", "role", "action", "target", "status", "result", "from"], r.items.map((e) =>
+    [cell(when(e.at)), cell(e.actor), cell(e.role || "–"), cell(e.action), cell(e.target || "–"), cell(String(e.status)), cell(e.result || "–"), cell(e.remote_addr || "–")]));
+  t.id = "audit";
+  $("page").replaceChildren(head, section(`Newest ${r.items.length} entries`, t));
+}
+
+// API tokens (admins): list, create (the secret is shown once), revoke.
+async function tokensPage(created) {
+  const r = await api("/api/v1/tokens?limit=1000");
+  const head = document.createElement("h1"); head.textContent = "API tokens";
+  const opt = (t) => t ? when(t) : "–";
+  const t = table(["id", "name", "role", "prefix", "created", "expires", "revoked", "last used", "action"], r.items.map((k) => {
+    const td = document.createElement("td");
+    if (!k.revoked_at) {
+      const b = document.createElement("button");
+      b.type = "button"; b.textContent = "Revoke"; b.setAttribute("aria-label", `Revoke token ${k.id} (${k.name})`);
+      b.addEventListener("click", () => { if (confirm(`Revoke token ${k.name}? Clients using it stop at once.`)) api(`/api/v1/tokens/${k.id}`, "DELETE").then(() => tokensPage()).catch(show); });
+      td.append(b);
+    }
+    return [cell(String(k.id)), cell(k.name), cell(k.role), cell(k.prefix), cell(when(k.created_at)), cell(opt(k.expires_at)), cell(opt(k.revoked_at)), cell(opt(k.last_used_at)), td];
+  }));
+  t.id = "tokens";
+  const form = document.createElement("form");
+  form.id = "token-form"; form.setAttribute("aria-label", "Create a token");
+  form.innerHTML = `<label>name <input id="token-name" required maxlength="128"></label>
+    <label>role <select id="token-role"><option>viewer</option><option>operator</option><option>admin</option></select></label>
+    <label>expires in <select id="token-ttl"><option value="0">never</option><option value="86400">1 day</option><option value="2592000" selected>30 days</option><option value="31536000">1 year</option></select></label>
+    <button type="submit">Create token</button>`;
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const body = { name: $("token-name").value.trim(), role: $("token-role").value };
+    const ttl = Number($("token-ttl").value);
+    if (ttl) body.ttl_seconds = ttl;
+    try { await tokensPage(await api("/api/v1/tokens", "POST", body)); } catch (e) { show(e); }
+  });
+  const parts = [head, section("Create", form)];
+  if (created) parts.push(section("New token", para(`Token ${created.name} (${created.role}); copy it now, it is not shown again:`), para(created.token, "token-secret")));
+  parts.push(section(`${r.items.length} tokens`, t));
   $("page").replaceChildren(...parts);
 }
 
