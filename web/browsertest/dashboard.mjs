@@ -138,6 +138,18 @@ await within(3000, "the events filtered by plane p2", (want) => {
 if (!p2.length || (await page.$$eval("#events li", (lis) => lis.some((li) => !li.textContent.includes("p2"))))) await fail(`filtered events: ${p2}`);
 report("events_filtered_by_plane", p2.length);
 await page.selectOption("#ev-plane", "");
+// And by subject: one link's events, as the API has them.
+await page.fill("#ev-subject", "p1-sw1:eth1");
+await page.press("#ev-subject", "Enter");
+const link = (await api(`/api/v1/events?subject=p1-sw1:eth1&order=desc&limit=200&since=${encodeURIComponent(new Date(Date.now() - 3600e3).toISOString())}`)).items.map((e) => String(e.id));
+await within(3000, "the events filtered by subject p1-sw1:eth1", (want) => {
+  const ids = [...document.querySelectorAll("#events li")].map((li) => li.dataset.id);
+  return ids.length === want.length && ids.every((id, i) => id === want[i]);
+}, link);
+if (!link.length) await fail("no events of link p1-sw1:eth1 after p1 failed");
+report("events_filtered_by_subject", link.length);
+await page.fill("#ev-subject", "");
+await page.press("#ev-subject", "Enter");
 
 // A viewer sees no drain actions.
 const viewer = await fetch(DASHBOARD_URL + "/api/v1/tokens", { method: "POST", headers: { Authorization: "Bearer " + TOKEN, "Content-Type": "application/json" },

@@ -243,14 +243,16 @@ async function loadEvents() {
   const q = new URLSearchParams({ order: "desc", limit: "200", since: new Date(Date.now() - 1000 * Number($("ev-since").value)).toISOString() });
   if ($("ev-plane").value) q.set("plane", $("ev-plane").value);
   if ($("ev-kind").value) q.set("subject_kind", $("ev-kind").value);
+  if ($("ev-subject").value.trim()) q.set("subject", $("ev-subject").value.trim());
   const events = await api("/api/v1/events?" + q);
   $("events").replaceChildren();
   events.items.slice().reverse().forEach(addEvent);
   return events.items.length ? events.items[0].id : 0;
 }
-const filtered = () => $("ev-plane").value !== "" || $("ev-kind").value !== "";
+const filtered = () => $("ev-plane").value !== "" || $("ev-kind").value !== "" || $("ev-subject").value.trim() !== "";
 let eventReload = null; // a filtered list reloads (debounced) on new transitions
 $("event-filter").addEventListener("change", () => loadEvents().catch(show));
+$("event-filter").addEventListener("submit", (e) => { e.preventDefault(); loadEvents().catch(show); });
 
 // fresh records when the figures were true and shows it; stale marks
 // them when no summary came for STALE_MS (the stream or fabricd is gone).
