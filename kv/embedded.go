@@ -111,6 +111,10 @@ func startEtcd(ctx context.Context, base string, ports embeddedPorts, opts Embed
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "error"
 	cfg.LogOutputs = []string{filepath.Join(base, "etcd.log")}
+	// A single member keeps its raft log in memory until a snapshot, and
+	// the entries after it for followers (etcd's defaults: 10,000 and
+	// 5,000 entries of agents' status writes). No follower needs them.
+	cfg.SnapshotCount, cfg.SnapshotCatchUpEntries = 2000, 500
 	cfg.AutoCompactionMode = "revision"
 	cfg.AutoCompactionRetention = "10000"
 	cfg.QuotaBackendBytes = 2 << 30
