@@ -238,13 +238,17 @@ async function refresh() {
 }
 
 // loadEvents shows the newest 200 events the filter selects, newest
-// first; it returns the newest id.
+// first; it returns the newest id. Only the latest call's answer is
+// shown: an earlier filter's slower answer must not replace it.
+let eventsLoad = 0;
 async function loadEvents() {
+  const mine = ++eventsLoad;
   const q = new URLSearchParams({ order: "desc", limit: "200", since: new Date(Date.now() - 1000 * Number($("ev-since").value)).toISOString() });
   if ($("ev-plane").value) q.set("plane", $("ev-plane").value);
   if ($("ev-kind").value) q.set("subject_kind", $("ev-kind").value);
   if ($("ev-subject").value.trim()) q.set("subject", $("ev-subject").value.trim());
   const events = await api("/api/v1/events?" + q);
+  if (mine !== eventsLoad) return 0;
   $("events").replaceChildren();
   events.items.slice().reverse().forEach(addEvent);
   return events.items.length ? events.items[0].id : 0;
