@@ -160,11 +160,14 @@ func (s *seriesMeter) result() *Series {
 // Settle returns how long after at (unix ns) the goodput kept to limit
 // bit/s: from the start of the first bucket from which the bytes of every
 // whole bucket ending by until (unix ns) conform to a token bucket of rate
-// limit, empty at the start, that saves at most one bucket's worth (a
-// policer's test: jitter that moves bytes into the next bucket conforms, a
-// rate over the limit does not), to at; 0 when that is the first bucket that starts after
-// at. ok is false when no bucket lies between at and until or none conforms.
-func (s *Series) Settle(at, until int64, limit float64) (d time.Duration, ok bool) {
+// limit (a policer's test: jitter that moves bytes into the next bucket
+// conforms, a rate over the limit does not), to at; 0 when that is the
+// first bucket that starts after at. The token bucket saves at most one
+// bucket's worth and starts with burst of the limit: what a sender's
+// pacer may legitimately hold when the check starts (transport.PacingBurst
+// for this transport; 0 for a bucket that starts empty). ok is false when
+// no bucket lies between at and until or none conforms.
+func (s *Series) Settle(at, until int64, limit float64, burst time.Duration) (d time.Duration, ok bool) {
 	w := int64(s.WidthSeconds * 1e9)
 	if w <= 0 {
 		return 0, false
@@ -173,7 +176,7 @@ func (s *Series) Settle(at, until int64, limit float64) (d time.Duration, ok boo
 	last := min(len(s.Bps), int((until-s.StartUnixNs)/w)) - 1
 	quantum := limit * s.WidthSeconds // bits a bucket may carry
 	conforms := func(k int) bool {
-		tokens := 0.0 // what earlier buckets left, up to one more bucket
+		tokens := limit * burst.Seconds() // what earlier buckets left, up to one more bucket
 		for _, bps := range s.Bps[k : last+1] {
 			tokens = min(2*quantum, tokens+quantum) - bps*s.WidthSeconds
 			if tokens < -1e-9*quantum {

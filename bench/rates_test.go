@@ -63,15 +63,25 @@ func TestSeriesSettle(t *testing.T) {
 	s := &Series{WidthSeconds: 0.01, StartUnixNs: 1000 * ms,
 		Bps: []float64{200, 200, 200, 100, 80, 120, 100, 90, 110, 100}}
 	end := s.StartUnixNs + 100*ms
-	if d, ok := s.Settle(s.StartUnixNs+25*ms, end, 100); !ok || d != 5*time.Millisecond {
+	if d, ok := s.Settle(s.StartUnixNs+25*ms, end, 100, 0); !ok || d != 5*time.Millisecond {
 		t.Errorf("step at 25 ms: settled %v %v, want 5ms", d, ok)
 	}
-	if d, ok := s.Settle(s.StartUnixNs, end, 100); !ok || d != 30*time.Millisecond {
+	if d, ok := s.Settle(s.StartUnixNs, end, 100, 0); !ok || d != 30*time.Millisecond {
 		t.Errorf("from the start: settled %v %v, want 30ms", d, ok)
 	}
 	over := &Series{WidthSeconds: 0.01, StartUnixNs: s.StartUnixNs, Bps: []float64{100, 105, 105, 105, 105, 105, 105}}
-	if d, ok := over.Settle(over.StartUnixNs, over.StartUnixNs+70*ms, 100); ok {
+	if d, ok := over.Settle(over.StartUnixNs, over.StartUnixNs+70*ms, 100, 0); ok {
 		t.Errorf("5%% over the limit throughout conformed from %v", d)
+	}
+	// A sender at its rate whose pacer saved 1.5 ms of it while it was not
+	// scheduled conforms from the first bucket when the check allows the
+	// pacer's burst, and not before.
+	saved := &Series{WidthSeconds: 0.01, StartUnixNs: s.StartUnixNs, Bps: []float64{115, 100, 100, 100}}
+	if d, ok := saved.Settle(saved.StartUnixNs, saved.StartUnixNs+40*ms, 100, 1500*time.Microsecond); !ok || d != 0 {
+		t.Errorf("a pacer's saved burst: settled %v %v, want 0", d, ok)
+	}
+	if d, ok := saved.Settle(saved.StartUnixNs, saved.StartUnixNs+40*ms, 100, 0); !ok || d != 10*time.Millisecond {
+		t.Errorf("no burst allowed: settled %v %v, want 10ms", d, ok)
 	}
 	if m := s.Mean(s.StartUnixNs+30*ms, end); m != 100 {
 		t.Errorf("mean %v, want 100", m)

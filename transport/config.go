@@ -28,6 +28,11 @@ const (
 	Gbps = protocol.Gbps
 )
 
+// PacingBurst is how much of its rate a pacer (a path's or the egress
+// cap's) may save up and release at once: what a sender that was not
+// scheduled for a while sends on top of its rate when it runs again.
+const PacingBurst = 1500 * time.Microsecond
+
 // Mode is a connection's reliability scheme.
 type Mode = protocol.Mode
 

@@ -17,7 +17,6 @@ const (
 	initRetries     = 200 // per plane without an INIT_ACK, after establishment
 	maxPerRound     = 256
 	spinThreshold   = 200 * time.Microsecond
-	pacingBurst     = 1500 * time.Microsecond
 	grantBurst      = 4 * time.Millisecond
 )
 
@@ -110,7 +109,7 @@ func (c *Conn) eligible(i int) bool {
 // pacing time to a scheduling stall may catch up by as much as the fabric
 // buffers (grantBurst), or the share goes unused.
 func (c *Conn) pathRate(p *path) (rate protocol.Rate, burst time.Duration, granted bool) {
-	rate, burst = p.sent.CC.PacingRate(), pacingBurst
+	rate, burst = p.sent.CC.PacingRate(), PacingBurst
 	if cap := c.t.planeCap(p.plane); cap > 0 {
 		n := 0
 		for _, q := range c.active {
@@ -160,7 +159,7 @@ func (c *Conn) fill(now time.Time) int {
 	c.now = now
 	rate := c.sendRate()
 	if rate > 0 {
-		c.connPacer.SetBurst(max(8*c.dgram, rate.BytesIn(pacingBurst)))
+		c.connPacer.SetBurst(max(8*c.dgram, rate.BytesIn(PacingBurst)))
 	}
 	n := 0
 	for n < maxPerRound {
@@ -242,7 +241,7 @@ func (c *Conn) fill(now time.Time) int {
 			c.retx = append(c.retx, retxItem{ref: ref, avoid: i})
 		}
 		if rate > 0 {
-			c.connPacer.OnSent(c.dgram)
+			c.connPacer.OnSent(size) // what went out, as the path pacers count
 		}
 		n++
 	}

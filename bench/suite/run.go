@@ -17,6 +17,7 @@ import (
 
 	"github.com/multiplane/multiplane/bench"
 	"github.com/multiplane/multiplane/fabricsim/netns"
+	"github.com/multiplane/multiplane/transport"
 )
 
 // latencySize is L1's message size.
@@ -319,12 +320,12 @@ func stepFigure(cli, srv *bench.Result, d time.Duration) (*StepFigure, error) {
 	end := s.StartUnixNs + int64(d)
 	fg := &StepFigure{SettleMs: -1, CapBefore: stepFrom, CapAfter: stepTo,
 		GoodBefore: s.Mean(s.StartUnixNs+int64(stepBeforeFrom), at), GoodAfter: s.Mean(at+int64(stepAfterSettling), end)}
-	if settle, ok := s.Settle(at, end, stepTolerance*stepTo); ok {
+	if settle, ok := s.Settle(at, end, stepTolerance*stepTo, transport.PacingBurst); ok {
 		fg.SettleMs = float64(settle) / 1e6
 	}
 	fg.EgressSettleMs = -1
 	if eg := cli.EgressSeries; eg != nil {
-		if settle, ok := eg.Settle(at, eg.StartUnixNs+int64(d), stepTolerance*stepTo); ok {
+		if settle, ok := eg.Settle(at, eg.StartUnixNs+int64(d), stepTolerance*stepTo, transport.PacingBurst); ok {
 			fg.EgressSettleMs = float64(settle) / 1e6
 		}
 	}
