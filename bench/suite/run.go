@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -191,6 +192,14 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 	if sc.Grant && (r.Mode == bench.ModeMultipath || r.Mode == bench.ModeGBN) {
 		srvArgs = append(srvArgs, "--ingress-budget", fmt.Sprintf("%.0f", sc.IngressBudget()))
 	}
+	profile := func(role string) []string {
+		if cfg.ProfileDir == "" || (r.Mode != bench.ModeMultipath && r.Mode != bench.ModeGBN) {
+			return nil
+		}
+		name := fmt.Sprintf("%s-%s-loss%g-run%d-%s.pprof", r.Scenario, r.Mode, r.Loss, r.Index, role)
+		return []string{"--cpuprofile", filepath.Join(cfg.ProfileDir, name)}
+	}
+	srvArgs = append(srvArgs, profile("server")...)
 	srv := f.Command(ctx, server, cfg.Endpoint, append(srvArgs, common...)...)
 	var sout, serr bytes.Buffer
 	srv.Stdout, srv.Stderr = &sout, &serr
@@ -238,7 +247,7 @@ func runOnce(ctx context.Context, cfg *Config, f *netns.Fabric, sc Scenario, r *
 	}
 	for h := range senders {
 		c := &client{cmd: f.Command(ctx, h, cfg.Endpoint, append(append([]string{"bench", "client", "--bind", addrs(f, h), "--peer", addrs(f, server),
-			"--json"}, args...), common...)...)}
+			"--json"}, append(args, profile(fmt.Sprintf("client%d", h))...)...), common...)...)}
 		c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.err
 		c.cmd.Env = srv.Env
 		if err := c.cmd.Start(); err != nil {

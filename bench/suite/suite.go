@@ -118,10 +118,12 @@ type Config struct {
 	MPTCPPM   string        // "subflow" (default) or "signal"
 	Poll      string        // endpoint bench --poll for multipath/gbn ("" = transport default)
 	OutDir    string        // transport.md and transport.png go here (default docs/benchmarks)
-	Command   string        // how the suite was invoked, for the report
-	Source    string        // which source was measured (commit), for the report
-	Logger    *slog.Logger
-	Progress  io.Writer // one line per run; nil discards
+	// ProfileDir, if set, gets a CPU profile of every multipath/gbn process.
+	ProfileDir string
+	Command    string // how the suite was invoked, for the report
+	Source     string // which source was measured (commit), for the report
+	Logger     *slog.Logger
+	Progress   io.Writer // one line per run; nil discards
 }
 
 // Run is one bench run's outcome.

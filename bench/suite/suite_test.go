@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +102,8 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// TestSmokeTCP runs the suite for one short tcp run on R3-4 at 0% loss.
+// TestSmokeTCP runs the suite for one short run per mode (tcp, mptcp,
+// multipath) on R3-4 at 0% loss, profiling the multipath processes.
 func TestSmokeTCP(t *testing.T) {
 	testenv.RequireNetns(t)
 	for _, c := range []string{"tc", "nft", "ethtool", "sysctl", "go"} {
@@ -113,12 +116,24 @@ func TestSmokeTCP(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", ep, "github.com/multiplane/multiplane/cmd/endpoint").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	rep, err := Execute(ctx, Config{Endpoint: ep, Scenarios: []string{"R3-4"}, Modes: []bench.Mode{bench.ModeTCP, bench.ModeMPTCP},
-		Losses: []float64{0}, Runs: 1, Duration: time.Second, OutDir: dir, Logger: testenv.Logger(t)})
+	modes := []bench.Mode{bench.ModeTCP, bench.ModeMPTCP, bench.ModeMultipath}
+	profiles := filepath.Join(dir, "profiles")
+	if err := os.Mkdir(profiles, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Execute(ctx, Config{Endpoint: ep, Scenarios: []string{"R3-4"}, Modes: modes,
+		Losses: []float64{0}, Runs: 1, Duration: time.Second, OutDir: dir, ProfileDir: profiles, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []bench.Mode{bench.ModeTCP, bench.ModeMPTCP} {
+	got, _ := filepath.Glob(filepath.Join(profiles, "*"))
+	for i := range got {
+		got[i] = filepath.Base(got[i])
+	}
+	if want := []string{"R3-4-multipath-loss0-run0-client0.pprof", "R3-4-multipath-loss0-run0-server.pprof"}; !slices.Equal(got, want) {
+		t.Errorf("profiles %q, want %q (multipath only)", got, want)
+	}
+	for _, m := range modes {
 		f := find(rep.Figures, "R3-4", 0, m)
 		if f == nil || f.Goodput <= 0 {
 			t.Fatalf("%s: %+v", m, f)

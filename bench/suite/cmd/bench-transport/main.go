@@ -44,6 +44,7 @@ func run() int {
 	fs.StringVar(&cfg.MPTCPPM, "mptcp-pm", "subflow", "kernel MPTCP set-up: subflow (client endpoints per plane) or signal (server announces its planes)")
 	fs.StringVar(&cfg.Poll, "poll", "", "transport poll mode for multipath/gbn: adaptive, busy or blocking (default: the transport's; L1 runs each unless set)")
 	fs.StringVar(&cfg.OutDir, "out", filepath.Join("docs", "benchmarks"), "output directory for transport.md, transport.png and raw/")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "write a Go CPU profile of every multipath/gbn server and client process here (<scenario>-<mode>-loss<L>-run<N>-<server|clientH>.pprof; profiling costs CPU, so figures of such a run are not comparable)")
 	verbose := fs.Bool("v", false, "log fabric set-up")
 	if err := cliconf.Parse(fs, os.Args[1:], "BENCH_TRANSPORT"); err != nil {
 		if err == flag.ErrHelp {
@@ -51,6 +52,17 @@ func run() int {
 		}
 		fmt.Fprintln(os.Stderr, "bench-transport:", err)
 		return 2
+	}
+	if cfg.ProfileDir != "" {
+		dir, err := filepath.Abs(cfg.ProfileDir)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-transport: --profile-dir:", err)
+			return 2
+		}
+		cfg.ProfileDir = dir
 	}
 	cfg.Scenarios = cliconf.SplitList(scenarios)
 	for _, m := range cliconf.SplitList(modes) {
