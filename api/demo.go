@@ -52,13 +52,8 @@ func (s *Server) demoChange(c *gin.Context, action string) {
 		fail(c, errNotDemo)
 		return
 	}
-	body, err := s.readBody(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req demoRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := s.readJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}

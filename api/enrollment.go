@@ -35,13 +35,8 @@ func (s *Server) enrollment(c *gin.Context) (*enrollment.Service, bool) {
 }
 
 func (s *Server) createEnrollmentToken(c *gin.Context) {
-	body, err := s.readBody(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req createEnrollmentTokenRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := s.readJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
@@ -166,11 +161,7 @@ func (s *Server) renew(c *gin.Context) {
 
 func (s *Server) enrollBody(c *gin.Context) (enrollRequest, bool) {
 	var req enrollRequest
-	body, err := s.readBody(c)
-	if err == nil {
-		err = decodeJSON(body, &req)
-	}
-	if err != nil {
+	if err := s.readJSON(c, &req); err != nil {
 		fail(c, err)
 		return req, false
 	}

@@ -63,13 +63,8 @@ func boolQuery(c *gin.Context, name string) (bool, error) {
 // createDrain adds a drain; ?dry_run=true only reports its impact, and a
 // drain that would strand an endpoint is refused (409) unless ?force=true.
 func (s *Server) createDrain(c *gin.Context) {
-	body, err := s.readBody(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req drainRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := s.readJSON(c, &req); err != nil {
 		if e, ok := err.(*Error); ok && (e.Field == "target_kind" || e.Field == "target") {
 			e.Message += "; a drain names what it drains as subject_kind and subject, as events do"
 		}
@@ -194,13 +189,8 @@ const (
 )
 
 func (s *Server) putRateClass(c *gin.Context) {
-	body, err := s.readBody(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req rateClassRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := s.readJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
@@ -253,13 +243,8 @@ type assignRequest struct {
 }
 
 func (s *Server) assignRateClass(c *gin.Context) {
-	body, err := s.readBody(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req assignRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := s.readJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}

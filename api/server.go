@@ -174,6 +174,16 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	return nil, &Error{Status: http.StatusBadRequest, Code: "incomplete_body", Message: "the request body ended before its announced length"}
 }
 
+// readJSON reads the request body (readBody) and decodes it strictly into
+// v (decodeJSON).
+func (s *Server) readJSON(c *gin.Context, v any) error {
+	body, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, v)
+}
+
 func (s *Server) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
 
 // NotReady names the component behind a readiness error; /readyz shows

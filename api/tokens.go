@@ -29,13 +29,8 @@ type createTokenResponse struct {
 const maxTokenTTL = int64(auth.MaxTTL / time.Second)
 
 func (s *Server) createToken(c *gin.Context) {
-	body, err := s.readBody(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req createTokenRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := s.readJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
