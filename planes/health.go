@@ -671,9 +671,7 @@ func (e *Engine) PlaneHealth(name string) (PlaneHealth, bool) {
 	if ph == nil {
 		return PlaneHealth{}, false
 	}
-	h := withRates(ph, ph.health)
-	h.State = ph.state
-	return h, true
+	return ph.view(), true
 }
 
 // SwitchHealth implements Health.
@@ -684,7 +682,7 @@ func (e *Engine) SwitchHealth(name string) (SwitchHealth, bool) {
 	if sh == nil {
 		return SwitchHealth{}, false
 	}
-	return SwitchHealth{State: sh.state, Reachable: sh.reachable, Synced: sh.synced, LastUpdate: sh.lastUpdate, Reason: sh.reason}, true
+	return sh.view(), true
 }
 
 // LinkHealth implements Health.
@@ -695,12 +693,49 @@ func (e *Engine) LinkHealth(name string) (LinkHealth, bool) {
 	if lh == nil {
 		return LinkHealth{}, false
 	}
+	return lh.view(), true
+}
+
+// Snapshot returns the health of every plane, switch and link as of one
+// instant: a computation that reads many of them (policy.Compute) never
+// mixes states from before and after a transition.
+func (e *Engine) Snapshot() *HealthSnapshot {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	s := &HealthSnapshot{
+		Planes:   make(map[string]PlaneHealth, len(e.planes)),
+		Switches: make(map[string]SwitchHealth, len(e.switches)),
+		Links:    make(map[string]LinkHealth, len(e.byName)),
+	}
+	for name, ph := range e.planes {
+		s.Planes[name] = ph.view()
+	}
+	for name, sh := range e.switches {
+		s.Switches[name] = sh.view()
+	}
+	for name, lh := range e.byName {
+		s.Links[name] = lh.view()
+	}
+	return s
+}
+
+func (ph *planeHealth) view() PlaneHealth {
+	h := withRates(ph, ph.health)
+	h.State = ph.state
+	return h
+}
+
+func (sh *switchHealth) view() SwitchHealth {
+	return SwitchHealth{State: sh.state, Reachable: sh.reachable, Synced: sh.synced, LastUpdate: sh.lastUpdate, Reason: sh.reason}
+}
+
+func (lh *linkHealth) view() LinkHealth {
 	h := LinkHealth{State: lh.state, Reason: lh.reason, Oper: lh.oper, Suppressed: lh.suppressed, Rates: lh.rates, LastUpdate: lh.lastUpdate}
 	if lh.evidence.State != "" {
 		ev := lh.evidence
 		h.Evidence = &ev
 	}
-	return h, true
+	return h
 }
 
 // Run calls Tick every interval until ctx ends.

@@ -2,6 +2,7 @@ package planes
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -423,4 +424,45 @@ func BenchmarkObserveInterfaces(b *testing.B) {
 		n += 64
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "samples/s")
+}
+
+// A snapshot is every state at one instant: it agrees with the engine when
+// taken and does not follow later transitions.
+func TestSnapshotIsOneInstant(t *testing.T) {
+	h := newHarness(t, nil)
+	h.oper("s0", "E3", OperUp)
+	before := h.e.Snapshot()
+	topo := testFabric(t)
+	for _, l := range topo.Links() {
+		if got, _ := h.e.LinkHealth(l.Name); !reflect.DeepEqual(before.Links[l.Name], got) {
+			t.Fatalf("link %s: snapshot %+v, engine %+v", l.Name, before.Links[l.Name], got)
+		}
+	}
+	for _, p := range topo.Planes {
+		if got, _ := h.e.PlaneHealth(p.Name); !reflect.DeepEqual(before.Planes[p.Name], got) {
+			t.Fatalf("plane %s: snapshot %+v, engine %+v", p.Name, before.Planes[p.Name], got)
+		}
+	}
+	if len(before.Links) != 16 || len(before.Planes) != 2 || len(before.Switches) != 2 {
+		t.Fatalf("snapshot of %d links, %d planes, %d switches: want 16, 2, 2", len(before.Links), len(before.Planes), len(before.Switches))
+	}
+
+	h.oper("s0", "E3", OperDown)
+	h.expectLink("s0:E3", LinkDown)
+	if lh, _ := before.LinkHealth("s0:E3"); lh.State != LinkUp {
+		t.Fatalf("the earlier snapshot followed the transition: %+v", lh)
+	}
+	if ph, _ := before.PlaneHealth("p0"); ph.State != PlaneHealthy || ph.LinksDown != 0 {
+		t.Fatalf("the earlier snapshot's plane followed the transition: %+v", ph)
+	}
+	after := h.e.Snapshot()
+	if lh, _ := after.LinkHealth("s0:E3"); lh.State != LinkDown {
+		t.Fatalf("a new snapshot: %+v, want down", lh)
+	}
+	if ph, _ := after.PlaneHealth("p0"); ph.State != PlaneDegraded || ph.LinksDown != 1 {
+		t.Fatalf("a new snapshot's plane: %+v, want degraded with 1 link down", ph)
+	}
+	if _, ok := after.LinkHealth("s9:E0"); ok {
+		t.Fatal("an unknown link is in the snapshot")
+	}
 }

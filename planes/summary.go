@@ -8,6 +8,41 @@ type Health interface {
 	LinkHealth(link string) (h LinkHealth, ok bool)
 }
 
+// HealthSnapshot is the health of every plane, switch and link at one
+// instant (Engine.Snapshot); it does not change.
+type HealthSnapshot struct {
+	Planes   map[string]PlaneHealth
+	Switches map[string]SwitchHealth
+	Links    map[string]LinkHealth
+}
+
+// PlaneHealth implements Health.
+func (s *HealthSnapshot) PlaneHealth(name string) (PlaneHealth, bool) {
+	h, ok := s.Planes[name]
+	return h, ok
+}
+
+// SwitchHealth implements Health.
+func (s *HealthSnapshot) SwitchHealth(name string) (SwitchHealth, bool) {
+	h, ok := s.Switches[name]
+	return h, ok
+}
+
+// LinkHealth implements Health.
+func (s *HealthSnapshot) LinkHealth(name string) (LinkHealth, bool) {
+	h, ok := s.Links[name]
+	return h, ok
+}
+
+// Snapshot returns h as of one instant: h's own Snapshot when it has one
+// (a live Engine), else h (nil stays nil).
+func Snapshot(h Health) Health {
+	if s, ok := h.(interface{ Snapshot() *HealthSnapshot }); ok {
+		return s.Snapshot()
+	}
+	return h
+}
+
 // PlaneSummary is a plane with what it holds and its live health.
 type PlaneSummary struct {
 	Name        string `json:"name"`

@@ -92,6 +92,9 @@ const DefaultClass = "default"
 
 // Compute derives every endpoint's path set and rate policy.
 func Compute(in Input, cfg Config) Output {
+	// A live engine is read through one snapshot: the result never mixes
+	// states from before and after a transition.
+	in.Health = planes.Snapshot(in.Health)
 	t := in.Topology
 	if cfg.Entropy <= 0 {
 		cfg.Entropy = 1

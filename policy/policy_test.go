@@ -229,3 +229,44 @@ func TestWhatIf(t *testing.T) {
 		t.Fatalf("link drain impact = %+v", imp)
 	}
 }
+
+// liveHealth is an engine that counts its snapshots and fails the test
+// when a computation reads its live state instead of one snapshot.
+type liveHealth struct {
+	t         *testing.T
+	e         *planes.Engine
+	snapshots int
+}
+
+func (h *liveHealth) Snapshot() *planes.HealthSnapshot { h.snapshots++; return h.e.Snapshot() }
+func (h *liveHealth) PlaneHealth(n string) (planes.PlaneHealth, bool) {
+	h.t.Errorf("plane %s read live", n)
+	return h.e.PlaneHealth(n)
+}
+func (h *liveHealth) SwitchHealth(n string) (planes.SwitchHealth, bool) {
+	h.t.Errorf("switch %s read live", n)
+	return h.e.SwitchHealth(n)
+}
+func (h *liveHealth) LinkHealth(n string) (planes.LinkHealth, bool) {
+	h.t.Errorf("link %s read live", n)
+	return h.e.LinkHealth(n)
+}
+
+// Compute and WhatIf read a live engine through one snapshot each, so a
+// transition during the computation cannot split it into before and after.
+func TestComputeReadsOneSnapshot(t *testing.T) {
+	topo := fabric(t, 4, 8)
+	h := &liveHealth{t: t, e: engineWith(t, topo, "s1:E3")}
+	out := Compute(Input{Topology: topo, Health: h}, DefaultConfig())
+	if h.snapshots != 1 {
+		t.Fatalf("Compute took %d snapshots, want 1", h.snapshots)
+	}
+	if got := planesOf(find(out, "h003")); strings.Contains(got, "p1") {
+		t.Fatalf("h003 = %s: the snapshot lost its port down on p1", got)
+	}
+	h.snapshots = 0
+	WhatIf(Input{Topology: topo, Health: h}, DefaultConfig(), Drain{Kind: DrainPlane, Target: "p2"})
+	if h.snapshots != 1 {
+		t.Fatalf("WhatIf took %d snapshots, want 1 for before and after", h.snapshots)
+	}
+}

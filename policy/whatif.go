@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/multiplane/multiplane/contract"
+	"github.com/multiplane/multiplane/planes"
 )
 
 // EndpointImpact is how a change would affect one endpoint.
@@ -25,6 +26,7 @@ type Impact struct {
 // WhatIf computes the policy with and without an extra drain and reports
 // the endpoints whose path set would change, and those it would strand.
 func WhatIf(in Input, cfg Config, extra Drain) Impact {
+	in.Health = planes.Snapshot(in.Health) // before and after see the same states
 	before := Compute(in, cfg)
 	after := in
 	after.Intents.Drains = append(slices.Clone(in.Intents.Drains), extra)
