@@ -60,6 +60,12 @@ type Config struct {
 	// etcd and repairs drift, besides after every foreign change its watch
 	// sees.
 	ReconcileEvery time.Duration
+	// AttemptTimeout bounds one read or transaction of the leader; one that
+	// fails or times out is tried again while the leader's session lives.
+	// etcd itself answers a request whose member lost its raft leader only
+	// after 7 s (5 s + 2 election timeouts); a new attempt reaches the new
+	// leader as soon as there is one.
+	AttemptTimeout time.Duration
 }
 
 // MaxGeneration is the highest generation the publisher writes: 2^53, the
@@ -79,7 +85,8 @@ var ErrGenerationExhausted = errors.New("publish: generation would exceed 2^53; 
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{Debounce: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5,
-		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ReconcileEvery: 30 * time.Second}
+		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ReconcileEvery: 30 * time.Second,
+		AttemptTimeout: 2 * time.Second}
 }
 
 var errCrashed = errors.New("publish: crashed mid-update (test failpoint)")
@@ -157,6 +164,9 @@ func New(cli *clientv3.Client, cfg Config, logger *slog.Logger) *Publisher {
 	}
 	if cfg.ReconcileEvery <= 0 {
 		cfg.ReconcileEvery = d.ReconcileEvery
+	}
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = d.AttemptTimeout
 	}
 	return &Publisher{cli: cli, cfg: cfg, logger: logger, trigger: make(chan struct{}, 1)}
 }
@@ -242,7 +252,7 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 
 	// Read etcd afresh on every election: nothing is trusted from a
 	// previous term but the floor of generations: they never go back.
-	w := &writer{p: p, guard: guard, own: map[int64]bool{}, generation: p.highest.Load()}
+	w := &writer{p: p, guard: guard, alive: sess.Done(), own: map[int64]bool{}, generation: p.highest.Load()}
 	rev, err := w.load(ctx)
 	if err != nil {
 		return err
@@ -332,6 +342,7 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 type writer struct {
 	p          *Publisher
 	guard      clientv3.Cmp
+	alive      <-chan struct{}   // closed when the leader's session ends
 	content    map[string][]byte // key → document without its generation
 	gens       map[string]uint64 // key → generation of the stored document
 	generation uint64            // the highest generation in etcd or written
@@ -353,7 +364,11 @@ const (
 // load reads every document this leader may write, at one revision, and
 // returns that revision.
 func (w *writer) load(ctx context.Context) (int64, error) {
-	resp, err := w.p.cli.Get(ctx, ownedStart, clientv3.WithRange(ownedEnd))
+	var resp *clientv3.GetResponse
+	err := w.attempt(ctx, func(ctx context.Context) (err error) {
+		resp, err = w.p.cli.Get(ctx, ownedStart, clientv3.WithRange(ownedEnd))
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("publish: read documents: %w", err)
 	}
@@ -661,8 +676,35 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	return res, nil
 }
 
+// attempt runs op with AttemptTimeout, again after a failure, until it
+// succeeds, ctx ends or the leader's session does (then the last error).
+// An attempt that failed after its transaction committed is repeated
+// harmlessly: it writes the same documents again.
+func (w *writer) attempt(ctx context.Context, op func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, w.p.cfg.AttemptTimeout)
+		err := op(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		w.p.logger.Warn("etcd request failed; trying again while leader", "err", err)
+		select {
+		case <-w.alive:
+			return err
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 func (w *writer) txn(ctx context.Context, ops []clientv3.Op) error {
-	resp, err := w.p.cli.Txn(ctx).If(w.guard).Then(ops...).Commit()
+	var resp *clientv3.TxnResponse
+	err := w.attempt(ctx, func(ctx context.Context) (err error) {
+		resp, err = w.p.cli.Txn(ctx).If(w.guard).Then(ops...).Commit()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("publish: write: %w", err)
 	}
