@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -24,12 +26,19 @@ func dashboardEnv(t *testing.T) (*demo.Env, *httptest.Server) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /stop-fabricd", func(http.ResponseWriter, *http.Request) { env.Fabricd.Stop() })
 	mux.HandleFunc("GET /fabricd-rss", func(w http.ResponseWriter, _ *http.Request) {
+		// RSS and its parts: anonymous (Go heap, stacks) and file-backed
+		// (the binary's pages, the embedded etcd's mapped database).
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", env.Fabricd.Pid()))
-		if m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(status); err == nil && m != nil {
-			w.Write(m[1])
-			return
+		kib := map[string]int64{}
+		for _, k := range []string{"VmRSS", "RssAnon", "RssFile"} {
+			m := regexp.MustCompile(k + `:\s+(\d+) kB`).FindSubmatch(status)
+			if err != nil || m == nil {
+				http.Error(w, "no "+k, http.StatusInternalServerError)
+				return
+			}
+			kib[k], _ = strconv.ParseInt(string(m[1]), 10, 64)
 		}
-		http.Error(w, "no RSS", http.StatusInternalServerError)
+		json.NewEncoder(w).Encode(map[string]int64{"rss_kib": kib["VmRSS"], "anon_kib": kib["RssAnon"], "file_kib": kib["RssFile"]})
 	})
 	ctl := httptest.NewServer(mux) // on loopback
 	t.Cleanup(ctl.Close)
