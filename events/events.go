@@ -179,6 +179,11 @@ func NewWriter(store *Store, logger *slog.Logger) *Writer {
 
 // Run writes events from sub until ctx ends or sub closes, then flushes
 // what it holds. A failed write is retried with backoff; events are kept.
+// maxRetryWait bounds the wait between failed writes: once PostgreSQL is
+// back, what the history missed arrives within it (10 s was as long as
+// the whole outage of a restart).
+const maxRetryWait = 2 * time.Second
+
 func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 	var pending []planes.Event
 	maxPending := w.MaxPending
@@ -218,7 +223,7 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 			return
 		}
 		if err := w.store.Append(c, pending); err != nil {
-			backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
+			backoff = min(max(2*backoff, 100*time.Millisecond), maxRetryWait)
 			retryAt = time.Now().Add(backoff)
 			w.logger.Warn("events not written yet; retrying", "events", len(pending), "retry_in", backoff, "err", err)
 			w.metrics.failures.Inc()

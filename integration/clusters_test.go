@@ -92,7 +92,7 @@ func TestRealClusters(t *testing.T) {
 	drainBy(t, ctx, fd, "p2", restarted.Add(15*time.Second), "PostgreSQL restarted")
 	took := time.Since(restarted)
 	draining("p2", 10*time.Second)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		var evs struct{ Items []struct{ To string } }
 		if err := fd.GetJSON(ctx, "/api/v1/events?subject=p2&limit=100", &evs); err == nil && slices.ContainsFunc(evs.Items, func(e struct{ To string }) bool { return e.To == "draining" }) {
 			break
@@ -100,7 +100,7 @@ func TestRealClusters(t *testing.T) {
 		if time.Now().After(deadline) {
 			var all json.RawMessage
 			fd.GetJSON(ctx, "/api/v1/events?limit=20&order=desc", &all)
-			t.Fatalf("the plane event of the drain made after PostgreSQL restarted was not recorded within 10 s; events: %s", all)
+			t.Fatalf("the plane event of the drain made after PostgreSQL restarted was not recorded within 5 s; events: %s", all)
 		}
 	}
 	t.Logf("PostgreSQL killed and restarted: fabricd took a drain %v after the restart, published it and recorded its event", took.Round(time.Millisecond))
