@@ -66,38 +66,66 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.detect.Describe(ch)
 }
 
+// Collect copies the states under the engine's read lock and sends them
+// after releasing it: sending 32,000 link series while holding it kept
+// telemetry (which takes the write lock) waiting for the whole scrape.
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	e := c.e
+	type planeRow struct {
+		name  string
+		state PlaneState
+		h     PlaneHealth // with rates
+	}
+	type linkRow struct {
+		name, plane string
+		state       LinkState
+	}
+	type switchRow struct {
+		name      string
+		reachable bool
+	}
 	e.mu.RLock()
+	planeRows := make([]planeRow, 0, len(e.planes))
 	for name, ph := range e.planes {
-		for _, st := range []PlaneState{PlaneHealthy, PlaneDegraded, PlaneDown, PlaneDraining} {
-			v := 0.0
-			if ph.state == st {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(planeStateDesc, prometheus.GaugeValue, v, name, string(st))
-		}
-		h := ph.health
-		ch <- prometheus.MustNewConstMetric(planeCapacityDesc, prometheus.GaugeValue, float64(h.CapacityBps), name)
-		ch <- prometheus.MustNewConstMetric(planeCapacityRatioDesc, prometheus.GaugeValue, h.CapacityRatio, name)
-		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(h.LinksUp), name, string(LinkUp))
-		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(h.LinksDegraded), name, string(LinkDegraded))
-		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(h.LinksDown), name, string(LinkDown))
-		r := withRates(ph, h)
-		ch <- prometheus.MustNewConstMetric(planeUtilDesc, prometheus.GaugeValue, r.Utilization, name)
-		ch <- prometheus.MustNewConstMetric(planeLossDesc, prometheus.GaugeValue, r.LossRate, name)
-		ch <- prometheus.MustNewConstMetric(planeECNDesc, prometheus.GaugeValue, r.ECNRate, name)
+		planeRows = append(planeRows, planeRow{name, ph.state, withRates(ph, ph.health)})
 	}
+	linkRows := make([]linkRow, 0, len(e.links))
 	for _, lh := range e.links {
-		ch <- prometheus.MustNewConstMetric(linkStateDesc, prometheus.GaugeValue, linkStateValue[lh.state], lh.link.Name, lh.link.Plane)
+		linkRows = append(linkRows, linkRow{lh.link.Name, lh.link.Plane, lh.state})
 	}
+	switchRows := make([]switchRow, 0, len(e.switches))
 	for name, sh := range e.switches {
-		v := 0.0
-		if sh.reachable {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(switchStateDesc, prometheus.GaugeValue, v, name)
+		switchRows = append(switchRows, switchRow{name, sh.reachable})
 	}
 	e.mu.RUnlock()
+
+	for _, p := range planeRows {
+		for _, st := range []PlaneState{PlaneHealthy, PlaneDegraded, PlaneDown, PlaneDraining} {
+			v := 0.0
+			if p.state == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(planeStateDesc, prometheus.GaugeValue, v, p.name, string(st))
+		}
+		h := p.h
+		ch <- prometheus.MustNewConstMetric(planeCapacityDesc, prometheus.GaugeValue, float64(h.CapacityBps), p.name)
+		ch <- prometheus.MustNewConstMetric(planeCapacityRatioDesc, prometheus.GaugeValue, h.CapacityRatio, p.name)
+		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(h.LinksUp), p.name, string(LinkUp))
+		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(h.LinksDegraded), p.name, string(LinkDegraded))
+		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(h.LinksDown), p.name, string(LinkDown))
+		ch <- prometheus.MustNewConstMetric(planeUtilDesc, prometheus.GaugeValue, h.Utilization, p.name)
+		ch <- prometheus.MustNewConstMetric(planeLossDesc, prometheus.GaugeValue, h.LossRate, p.name)
+		ch <- prometheus.MustNewConstMetric(planeECNDesc, prometheus.GaugeValue, h.ECNRate, p.name)
+	}
+	for _, l := range linkRows {
+		ch <- prometheus.MustNewConstMetric(linkStateDesc, prometheus.GaugeValue, linkStateValue[l.state], l.name, l.plane)
+	}
+	for _, sw := range switchRows {
+		v := 0.0
+		if sw.reachable {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(switchStateDesc, prometheus.GaugeValue, v, sw.name)
+	}
 	c.detect.Collect(ch)
 }

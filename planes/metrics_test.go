@@ -71,3 +71,27 @@ func TestInterfaceRatesJSON(t *testing.T) {
 		t.Fatalf("round trip: %+v, %v; want %+v", back, err, r)
 	}
 }
+
+// A scrape does not hold the engine while it sends its series: telemetry
+// (the write lock) goes on while a slow scraper reads.
+func TestCollectDoesNotHoldTheEngine(t *testing.T) {
+	h := newHarness(t, nil)
+	ch := make(chan prometheus.Metric) // a scraper that reads one series and stalls
+	go func() {
+		h.e.Collector().Collect(ch)
+		close(ch)
+	}()
+	<-ch
+	done := make(chan struct{})
+	go func() {
+		h.oper("s0", "E3", OperDown) // takes the write lock
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("telemetry waited for a stalled scrape: Collect holds the engine's lock while sending")
+	}
+	for range ch { // the scrape ends
+	}
+}
