@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -219,14 +220,14 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	logger.Info("agents converged on the first generation", "agents", len(names), "took", res.Initial)
 
 	genTimes := watchGenerations(ctx, clients[0])
-	measure := func(trigger time.Time, detectPlane, detectTo string, ok func(appliedDoc) bool) Convergence {
+	// measure waits for the agents after trigger. before, when given, are
+	// fabricd's counters read before the trigger (plane events); without,
+	// they are read at once (drain cycles, one operation a second).
+	measure := func(trigger time.Time, before *policyCounters, detectPlane, detectTo string, ok func(appliedDoc) bool) Convergence {
 		var c Convergence
-		w0, _ := metric(ctx, fd, "multiplane_policy_etcd_writes_total")
-		b0, _ := metric(ctx, fd, "multiplane_policy_etcd_written_bytes_total")
-		p0, _ := metric(ctx, fd, "multiplane_policy_publications_total")
-		cs0, _ := metric(ctx, fd, "multiplane_policy_compute_duration_seconds_sum")
-		ws0, _ := metric(ctx, fd, "multiplane_policy_publish_duration_seconds_sum")
-		cpu0, _ := cpuSeconds(fd.Pid())
+		if before == nil {
+			before = readPolicyCounters(ctx, fd, false)
+		}
 		times, missing := rec.wait(ctx, names, cfg.Timeout, ok)
 		cpu1, _ := cpuSeconds(fd.Pid())
 		c.Missing = missing
@@ -255,13 +256,10 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 			}
 			c.Delivery = quantiles(del)
 		}
-		w1, _ := metric(ctx, fd, "multiplane_policy_etcd_writes_total")
-		b1, _ := metric(ctx, fd, "multiplane_policy_etcd_written_bytes_total")
-		p1, _ := metric(ctx, fd, "multiplane_policy_publications_total")
-		cs1, _ := metric(ctx, fd, "multiplane_policy_compute_duration_seconds_sum")
-		ws1, _ := metric(ctx, fd, "multiplane_policy_publish_duration_seconds_sum")
-		c.Writes, c.Bytes, c.Generations, c.CPU = w1-w0, b1-b0, p1-p0, cpu1-cpu0
-		c.ComputeSec, c.WriteSec = cs1-cs0, ws1-ws0
+		after := readPolicyCounters(ctx, fd, before.fresh)
+		c.Writes, c.Bytes, c.Generations = after.writes-before.writes, after.bytes-before.bytes, after.publications-before.publications
+		c.ComputeSec, c.WriteSec = after.compute-before.compute, after.write-before.write
+		c.CPU = cpu1 - before.cpu
 		return c
 	}
 	has := func(plane string) func(appliedDoc) bool {
@@ -279,16 +277,18 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 		}
 	}
 	drainEvents(events)
+	before := readPolicyCounters(ctx, fd, true)
 	t0 := time.Now()
 	setPlane(planeSwitches, "DOWN")
 	res.Injection = time.Since(t0)
-	res.PlaneDown = measure(t0, "p0", "down", lacks("p0"))
+	res.PlaneDown = measure(t0, before, "p0", "down", lacks("p0"))
 	logger.Info("plane down converged", "p99", res.PlaneDown.Latency.P99, "missing", res.PlaneDown.Missing)
 
 	drainEvents(events)
+	before = readPolicyCounters(ctx, fd, true)
 	t0 = time.Now()
 	setPlane(planeSwitches, "UP")
-	res.PlaneUp = measure(t0, "p0", "healthy", has("p0"))
+	res.PlaneUp = measure(t0, before, "p0", "healthy", has("p0"))
 	logger.Info("plane up converged", "p99", res.PlaneUp.Latency.P99, "missing", res.PlaneUp.Missing)
 
 	// Drain and undrain p1, one operation a second.
@@ -301,7 +301,7 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 		if err != nil {
 			return nil, err
 		}
-		c := measure(t, "", "", lacks("p1"))
+		c := measure(t, nil, "", "", lacks("p1"))
 		res.Drains = append(res.Drains, c)
 		sleep(ctx, time.Until(next))
 		next = time.Now().Add(time.Second)
@@ -309,13 +309,44 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 		if err := undrain(ctx, fd, id); err != nil {
 			return nil, err
 		}
-		c = measure(t, "", "", has("p1"))
+		c = measure(t, nil, "", "", has("p1"))
 		res.Drains = append(res.Drains, c)
 		sleep(ctx, time.Until(next))
 	}
 	cpu1, _ := cpuSeconds(fd.Pid())
 	res.FabricdCPUPerSec = (cpu1 - cpu0) / time.Since(cyclesStart).Seconds()
 	return res, ctx.Err()
+}
+
+// policyCounters are fabricd's publication counters and its CPU time.
+type policyCounters struct {
+	writes, bytes, publications, compute, write, cpu float64
+	fresh                                            bool // read past fabricd's /metrics cache
+}
+
+// metricsCacheTTL is how old fabricd's /metrics answer may be
+// (api.openRouteCacheTTL), with a margin.
+const metricsCacheTTL = 1100 * time.Millisecond
+
+// readPolicyCounters reads the counters from one /metrics answer; fresh
+// waits out fabricd's cache first, so the answer is gathered now.
+func readPolicyCounters(ctx context.Context, fd *fabricdproc.Proc, fresh bool) *policyCounters {
+	if fresh {
+		sleep(ctx, metricsCacheTTL)
+	}
+	c := &policyCounters{fresh: fresh}
+	req, _ := http.NewRequestWithContext(ctx, "GET", fd.URL()+"/metrics", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for name, v := range map[string]*float64{"multiplane_policy_etcd_writes_total": &c.writes,
+			"multiplane_policy_etcd_written_bytes_total": &c.bytes, "multiplane_policy_publications_total": &c.publications,
+			"multiplane_policy_compute_duration_seconds_sum": &c.compute, "multiplane_policy_publish_duration_seconds_sum": &c.write} {
+			*v, _ = sumMetric(bytes.NewReader(body), name)
+		}
+	}
+	c.cpu, _ = cpuSeconds(fd.Pid())
+	return c
 }
 
 func setPlane(sws []*gnmisim.Switch, oper string) {
