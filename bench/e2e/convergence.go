@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -335,10 +334,7 @@ func readPolicyCounters(ctx context.Context, fd *fabricdproc.Proc, fresh bool) *
 		sleep(ctx, metricsCacheTTL)
 	}
 	c := &policyCounters{fresh: fresh}
-	req, _ := http.NewRequestWithContext(ctx, "GET", fd.URL()+"/metrics", nil)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+	if body, err := scrape(ctx, fd); err == nil {
 		for name, v := range map[string]*float64{"multiplane_policy_etcd_writes_total": &c.writes,
 			"multiplane_policy_etcd_written_bytes_total": &c.bytes, "multiplane_policy_publications_total": &c.publications,
 			"multiplane_policy_compute_duration_seconds_sum": &c.compute, "multiplane_policy_publish_duration_seconds_sum": &c.write} {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -50,13 +51,22 @@ func rssBytes(pid int) (int64, error) {
 
 // metric reads one sample (summing label sets) from fabricd's /metrics.
 func metric(ctx context.Context, fd *fabricdproc.Proc, name string) (float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", fd.URL()+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	body, err := scrape(ctx, fd)
 	if err != nil {
 		return 0, err
 	}
+	return sumMetric(bytes.NewReader(body), name)
+}
+
+// scrape returns fabricd's /metrics answer.
+func scrape(ctx context.Context, fd *fabricdproc.Proc) ([]byte, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", fd.URL()+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
-	return sumMetric(resp.Body, name)
+	return io.ReadAll(resp.Body)
 }
 
 func sumMetric(r io.Reader, name string) (float64, error) {
@@ -181,15 +191,13 @@ func startSystem(ctx context.Context, fc gnmisim.FleetConfig, fabricdBin, workDi
 // histogramQuantile estimates a quantile of a Prometheus histogram from
 // fabricd's /metrics, interpolating linearly inside the bucket.
 func histogramQuantile(ctx context.Context, fd *fabricdproc.Proc, name string, q float64) (float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", fd.URL()+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	body, err := scrape(ctx, fd)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
 	type bucket struct{ le, n float64 }
 	var buckets []bucket
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
