@@ -77,6 +77,7 @@ func TestRealClusters(t *testing.T) {
 	drainBy(t, ctx, fd, "p1", killed.Add(5*time.Second), "the etcd leader member was killed")
 	draining("p1", 5*time.Second-time.Since(killed))
 	t.Logf("etcd leader member %d killed: a drain made after it was published %v later", leader, time.Since(killed).Round(time.Millisecond))
+	etcd.Restart(leader) // rejoins from its data
 
 	// PostgreSQL crashes and restarts: fabricd takes a change again (its
 	// store is PostgreSQL), publishes it and records its plane event.
