@@ -345,3 +345,69 @@ func TestRefusedConnectionIsNotAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepalivesArePerPeer: idle connections to one peer keep it alive
+// with keepalives per plane, not per connection (a receiver of 4,000
+// connections sent more keepalives than ACKs), and every connection stays
+// usable.
+func TestKeepalivesArePerPeer(t *testing.T) {
+	const (
+		conns       = 40
+		planes      = 2
+		peerTimeout = 400 * time.Millisecond // a keepalive period of 100 ms
+		idle        = 8 * peerTimeout
+	)
+	ctx := testenv.Context(t)
+	cfg := Config{Local: loopbackAddrs(planes), PeerTimeout: peerTimeout, PollMode: PollBlocking}
+	a, b := listenT(t, cfg), listenT(t, cfg)
+	var xs, ys []*Conn
+	for range conns {
+		x, y := pair(t, ctx, a, b, b.LocalAddrs())
+		xs, ys = append(xs, x), append(ys, y)
+	}
+	testutil.WaitFor(t, 5*time.Second, "every INIT acknowledged", func() bool {
+		for _, x := range xs {
+			if !initDone(x) {
+				return false
+			}
+		}
+		return true
+	})
+	txPackets := func() (n uint64) {
+		for _, tr := range []*Transport{a, b} {
+			for _, p := range tr.Stats().Planes {
+				n += p.TxPackets
+			}
+		}
+		return n
+	}
+	before := txPackets()
+	time.Sleep(idle)
+	sent := txPackets() - before
+
+	// Per peer: each side speaks on each plane about once a period. Per
+	// connection it was conns times that (2 × 40 × 2 × 32 = 5,120).
+	periods := uint64(idle / (peerTimeout / 4))
+	if limit := 2 * planes * periods * 2; sent > limit {
+		t.Errorf("idle for %v, %d connections sent %d datagrams; want at most %d (keepalives per peer and plane)", idle, conns, sent, limit)
+	}
+	for i := range conns {
+		if err := xs[i].Err(); err != nil {
+			t.Fatalf("dialed connection %d failed while idle: %v", i, err)
+		}
+		if err := ys[i].Err(); err != nil {
+			t.Fatalf("accepted connection %d failed while idle: %v", i, err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for i := range conns {
+		if err := xs[i].Send(rctx, make([]byte, 100+i)); err != nil {
+			t.Fatalf("connection %d after the idle time: %v", i, err)
+		}
+		if msg, err := ys[i].Recv(rctx); err != nil || len(msg) != 100+i {
+			t.Fatalf("connection %d delivered %d bytes after the idle time, err %v", i, len(msg), err)
+		}
+	}
+	t.Logf("idle %v: %d datagrams for %d connections on %d planes", idle, sent, conns, planes)
+}

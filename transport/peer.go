@@ -91,8 +91,10 @@ type sharedPath struct {
 
 // peerPlane is a peer's evidence on one plane: times since the epoch, 0
 // for never. sent is the last data send on the plane; unacked the first
-// since the last acknowledgement (at or before acked: nothing waits).
-type peerPlane struct{ heard, acked, unacked, sent atomic.Int64 }
+// since the last acknowledgement (at or before acked: nothing waits);
+// spoke the last datagram of any kind sent to the peer on the plane, by
+// any connection (keepalives are per peer and plane, not per connection).
+type peerPlane struct{ heard, acked, unacked, sent, spoke atomic.Int64 }
 
 // mark stores d in v unless v is less than heardGranularity older.
 func mark(v *atomic.Int64, d time.Duration) {
@@ -162,6 +164,21 @@ func (p *peer) markSent(d time.Duration, plane int) {
 	if u := pp.unacked.Load(); u == 0 || u <= pp.acked.Load() {
 		pp.unacked.Store(int64(d))
 	}
+}
+
+// markSpoke records that a datagram left for the peer on plane at d.
+func (p *peer) markSpoke(d time.Duration, plane int) {
+	r := p.root()
+	if plane >= 0 && plane < len(r.planes) {
+		mark(&r.planes[plane].spoke, d)
+	}
+}
+
+// spokeSince reports whether a datagram left for the peer on plane at or
+// after d.
+func (p *peer) spokeSince(d time.Duration, plane int) bool {
+	r := p.root()
+	return plane >= 0 && plane < len(r.planes) && r.planes[plane].spoke.Load() >= int64(d)
 }
 
 // markAcked records that data sent on plane was acknowledged at d. An
@@ -244,7 +261,7 @@ func (t *Transport) mergePeer(p, into *peer) {
 	}
 	for i := range min(len(p.planes), len(into.planes)) {
 		a, b := &p.planes[i], &into.planes[i]
-		for _, v := range [][2]*atomic.Int64{{&a.heard, &b.heard}, {&a.acked, &b.acked}, {&a.unacked, &b.unacked}, {&a.sent, &b.sent}} {
+		for _, v := range [][2]*atomic.Int64{{&a.heard, &b.heard}, {&a.acked, &b.acked}, {&a.unacked, &b.unacked}, {&a.sent, &b.sent}, {&a.spoke, &b.spoke}} {
 			if h := v[0].Load(); h > v[1].Load() {
 				v[1].Store(h)
 			}
@@ -312,4 +329,26 @@ func dialAddrs(peer []netip.AddrPort) []peerAddr {
 		out = append(out, peerAddr{plane: i, addr: a})
 	}
 	return out
+}
+
+// markSpoke records that a datagram left for c's peer on plane at now,
+// if c heard the peer itself within a third of PeerTimeout: a connection
+// whose own datagrams are all lost (starved behind others in full queues)
+// must not silence the keepalives of the others for long. Its datagrams
+// vouch for at most that third plus a keepalive period after it last
+// heard, well under PeerTimeout; c.mu held.
+func (c *Conn) markSpoke(now time.Time, plane int) {
+	if now.Sub(c.lastRecv) > c.cfg.PeerTimeout/3 {
+		return
+	}
+	if p := c.peer.Load(); p != nil {
+		p.markSpoke(now.Sub(c.t.epoch), plane)
+	}
+}
+
+// spokeSince reports whether any connection sent c's peer a datagram on
+// plane at or after t.
+func (c *Conn) spokeSince(t time.Time, plane int) bool {
+	p := c.peer.Load()
+	return p != nil && p.spokeSince(t.Sub(c.t.epoch), plane)
 }

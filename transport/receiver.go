@@ -262,6 +262,7 @@ func (c *Conn) buildAck(now time.Time, pref int) outBatch {
 		}
 	}
 	a.Blocks = blocks[:n]
+	c.markSpoke(now, plane)
 	port := c.t.planes[plane].port
 	b := port.Pool().Get()
 	pk := b.Next()
@@ -270,19 +271,24 @@ func (c *Conn) buildAck(now time.Time, pref int) outBatch {
 	return outBatch{port: port, batch: b, pack: c.dgram}
 }
 
-// buildControlAck builds an ACK without blocks carrying fresh credit.
-func (c *Conn) buildControlAck() outBatch { return c.buildKeepalive() }
+// buildControlAck builds an ACK without blocks carrying fresh credit, on
+// the planes in turn.
+func (c *Conn) buildControlAck() outBatch {
+	c.keepPlane = (c.keepPlane + 1) % len(c.peerAddrs)
+	return c.buildKeepalive(c.cfg.clock.Now(), c.keepPlane)
+}
 
-// buildKeepalive builds an ACK without blocks, on the planes in turn.
-func (c *Conn) buildKeepalive() outBatch {
+// buildKeepalive builds an ACK without blocks on plane pref (on another
+// if the peer has no address there).
+func (c *Conn) buildKeepalive(now time.Time, pref int) outBatch {
 	if c.peerID == 0 {
 		return outBatch{}
 	}
-	c.keepPlane = (c.keepPlane + 1) % len(c.peerAddrs)
-	plane := c.anyPlane(c.keepPlane)
+	plane := c.anyPlane(pref)
 	if plane < 0 {
 		return outBatch{}
 	}
+	c.markSpoke(now, plane)
 	a := wire.Ack{DstConnID: c.peerID, MaxData: c.maxData(), RateGrant: c.rateGrant()}
 	port := c.t.planes[plane].port
 	b := port.Pool().Get()

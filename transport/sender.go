@@ -319,6 +319,7 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 	if pr := c.peer.Load(); pr != nil {
 		pr.markSent(now.Sub(c.t.epoch), p.plane)
 	}
+	c.markSpoke(now, p.plane)
 	return protocol.ByteCount(len(pk.Buf))
 }
 
@@ -487,6 +488,7 @@ func (c *Conn) onTimers(now time.Time) {
 				break
 			}
 			c.out = append(c.out, ob)
+			c.lastSend = now
 		}
 	}
 	// A stall of this process or of the peer makes every path with data in
@@ -548,11 +550,17 @@ func (c *Conn) onTimers(now time.Time) {
 		}
 		c.curAvoid = -1
 	}
-	if now.Sub(c.lastSend) > c.cfg.PeerTimeout/4 {
+	if quiet := c.cfg.PeerTimeout / 4; now.Sub(c.lastSend) > quiet {
 		// On every plane: a keepalive must get through while planes are
 		// down, and each plane's path to the peer stays known to be alive.
-		for range c.peerAddrs {
-			if ob := c.buildKeepalive(); ob.batch != nil {
+		// Liveness is per peer, so a plane on which another connection
+		// spoke to the peer lately needs none: a receiver of 4,000
+		// connections sent more keepalives than ACKs.
+		for i := range c.peerAddrs {
+			if c.spokeSince(now.Add(-quiet), i) {
+				continue
+			}
+			if ob := c.buildKeepalive(now, i); ob.batch != nil {
 				c.out = append(c.out, ob)
 			}
 		}
