@@ -246,13 +246,17 @@ func (tr *traffic) receive(ctx context.Context, h int) {
 	}
 }
 
-// planeStates reads the plane states from fabricd's API.
+// planeStates reads the plane states from fabricd's API. The read is not
+// cut short by the end of the report (a last tick as --duration ends
+// printed "?"), only bounded.
 func planeStates(ctx context.Context, fd *fabricdproc.Proc) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
 	var body struct {
 		Items []struct{ Name, State string }
 	}
 	if err := fd.GetJSON(ctx, "/api/v1/planes", &body); err != nil {
-		return "?"
+		return "unreachable (" + err.Error() + ")"
 	}
 	var out []string
 	for _, p := range body.Items {

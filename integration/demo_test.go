@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,13 @@ func TestDemoEndsWithASummary(t *testing.T) {
 		`agents: 4 of 4 applied generation \d+`} {
 		if !regexp.MustCompile(want).MatchString(text) {
 			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+	// Every report line, the last included (its tick can meet the end of
+	// --duration), carries fabricd's plane states.
+	for _, line := range regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d .*\| fabricd: .*$`).FindAllString(text, -1) {
+		if !strings.Contains(line, "| fabricd: p0=") {
+			t.Errorf("a report line lacks fabricd's plane states: %s", line)
 		}
 	}
 	rate := func(phase string) float64 {
