@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,10 +201,22 @@ func (a *Agent) applyLKG() {
 	a.apply(doc, SourceLKG)
 }
 
-// watchState is what the agent last read from etcd.
+// watchState is what the agent last read from etcd: the generation
+// document (the planes and the endpoints its generation changed) and the
+// endpoint's own document, which it resolves together
+// (contract.Configuration). Two watches deliver them, in no common order,
+// so the agent applies a pair only when it knows the pair is one
+// generation's: the own document is not from a later generation than the
+// generation key, and not older than a generation key seen since named it
+// as changed (need). A generation that changed too many endpoints to name
+// them (ChangedAll) makes the agent read its own document at the
+// generation key's revision (readAt).
 type watchState struct {
-	gen     uint64                // the fabric generation key's value
-	pending *contract.EndpointDoc // the latest valid document, applied or not
+	gen     *contract.GenerationDoc // the latest valid generation document
+	spec    *contract.EndpointSpec  // the latest valid own document (nil: none or deleted)
+	specRev int64                   // the revision spec was written at
+	need    uint64                  // spec generation the generations seen require
+	readAt  int64                   // read spec at this revision before evaluating (0: no)
 }
 
 // watchLoop reads both keys and watches them from the next revision, and
@@ -255,7 +268,8 @@ func (a *Agent) watchLoop(ctx context.Context, cli *clientv3.Client) {
 	}
 }
 
-// read gets the generation key and the document at one revision.
+// read gets the generation key and the document at one revision: a
+// consistent pair, whatever the generation key names.
 func (a *Agent) read(ctx context.Context, cli *clientv3.Client) (*watchState, int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
@@ -265,18 +279,49 @@ func (a *Agent) read(ctx context.Context, cli *clientv3.Client) (*watchState, in
 	}
 	st := &watchState{}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		a.onGeneration(st, kvs[0].Value)
+		a.onGeneration(st, kvs[0].Value, 0)
 	}
+	st.need, st.readAt = 0, 0
 	kvs := resp.Responses[1].GetResponseRange().Kvs
 	if len(kvs) > 0 {
-		a.onDocument(st, kvs[0].Value, true)
+		a.onDocument(st, kvs[0].Value, true, kvs[0].ModRevision)
 	} else {
-		a.onDocument(st, nil, false)
+		a.onDocument(st, nil, false, resp.Header.Revision)
 	}
 	a.reads.Add(1)
 	a.genRev.Store(resp.Header.Revision)
 	a.docRev.Store(resp.Header.Revision)
 	return st, resp.Header.Revision, nil
+}
+
+// readDocumentAt reads the endpoint's document as it was at st.readAt,
+// when a generation changed more endpoints than it names.
+func (a *Agent) readDocumentAt(ctx context.Context, cli *clientv3.Client, st *watchState) error {
+	rev := st.readAt
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	resp, err := cli.Get(rctx, a.keyDoc, clientv3.WithRev(rev))
+	if err != nil {
+		return fmt.Errorf("agent: read own document at revision %d: %w", rev, err)
+	}
+	a.reads.Add(1)
+	st.readAt = 0
+	if st.specRev > rev { // the watch already delivered a later one
+		var doc contract.EndpointSpec
+		if len(resp.Kvs) > 0 && json.Unmarshal(resp.Kvs[0].Value, &doc) == nil {
+			st.need = max(st.need, doc.Generation)
+		}
+		return nil
+	}
+	if len(resp.Kvs) > 0 {
+		a.onDocument(st, resp.Kvs[0].Value, true, resp.Kvs[0].ModRevision)
+	} else {
+		a.onDocument(st, nil, false, rev)
+	}
+	if st.spec != nil {
+		st.need = max(st.need, st.spec.Generation)
+	}
+	return nil
 }
 
 // watch follows both keys from rev+1 until the watch fails or ctx ends.
@@ -313,9 +358,14 @@ func (a *Agent) watch(ctx context.Context, cli *clientv3.Client, st *watchState,
 		for _, ev := range resp.Events {
 			switch {
 			case isDoc:
-				a.onDocument(st, ev.Kv.Value, ev.Type == clientv3.EventTypePut)
+				a.onDocument(st, ev.Kv.Value, ev.Type == clientv3.EventTypePut, ev.Kv.ModRevision)
 			case ev.Type == clientv3.EventTypePut:
-				a.onGeneration(st, ev.Kv.Value)
+				a.onGeneration(st, ev.Kv.Value, ev.Kv.ModRevision)
+			}
+		}
+		if st.readAt != 0 {
+			if err := a.readDocumentAt(ctx, cli, st); err != nil {
+				return err // read everything again
 			}
 		}
 		a.evaluate(st)
@@ -329,26 +379,39 @@ func (a *Agent) watch(ctx context.Context, cli *clientv3.Client, st *watchState,
 	}
 }
 
-func (a *Agent) onGeneration(st *watchState, value []byte) {
+// onGeneration takes a new value of the generation key written at rev (0:
+// read together with the own document, so nothing to wait for).
+func (a *Agent) onGeneration(st *watchState, value []byte, rev int64) {
 	var g contract.GenerationDoc
-	if err := json.Unmarshal(value, &g); err != nil {
-		a.logger.Warn("bad fabric generation", "err", err)
+	err := json.Unmarshal(value, &g)
+	if err == nil {
+		err = g.Validate()
+	}
+	if err != nil {
+		a.logger.Warn("fabric generation refused; keeping the applied configuration", "err", err)
 		a.setErr("generation", fmt.Sprintf("fabric generation key: %v", err))
 		return // keep the last good value
 	}
-	if err := contract.CheckSchema(g.Schema); err != nil {
-		a.logger.Warn("fabric generation refused; keeping the applied configuration", "err", err)
-		a.setErr("generation", fmt.Sprintf("fabric generation key: %v", err))
-		return
-	}
 	a.setErr("generation", "")
-	st.gen = g.Generation
+	if st.gen != nil && g.Generation < st.gen.Generation { // rewound by hand: start over
+		st.need, st.readAt = 0, rev
+	}
+	switch {
+	case rev == 0:
+	case g.ChangedAll:
+		if st.spec == nil || st.spec.Generation != g.Generation {
+			st.readAt = rev
+		}
+	case slices.Contains(g.Changed, a.cfg.Endpoint):
+		st.need = max(st.need, g.Generation)
+	}
+	st.gen = &g
 }
 
-// onDocument takes a new value of the endpoint's document: a valid one
-// becomes pending, a bad one is rejected and the applied one stays.
-func (a *Agent) onDocument(st *watchState, value []byte, present bool) {
-	st.pending = nil
+// onDocument takes a new value of the endpoint's document, written at rev:
+// a valid one is kept, a bad one is rejected and the applied one stays.
+func (a *Agent) onDocument(st *watchState, value []byte, present bool, rev int64) {
+	st.spec, st.specRev = nil, rev
 	if !present {
 		a.mu.Lock()
 		has := a.applied.Generation > 0
@@ -359,7 +422,7 @@ func (a *Agent) onDocument(st *watchState, value []byte, present bool) {
 		}
 		return
 	}
-	var doc contract.EndpointDoc
+	var doc contract.EndpointSpec
 	err := json.Unmarshal(value, &doc)
 	if err == nil {
 		err = doc.Validate(a.cfg.Endpoint, a.planes)
@@ -372,21 +435,27 @@ func (a *Agent) onDocument(st *watchState, value []byte, present bool) {
 		a.ctr.rejected.Add(1)
 		return
 	}
-	st.pending = &doc
+	st.spec = &doc
 }
 
-// evaluate applies the pending document once the fabric generation has
-// caught up with it: the update it belongs to is then complete.
+// evaluate applies the endpoint's document resolved with the planes once
+// both are known to belong to one complete generation.
 func (a *Agent) evaluate(st *watchState) {
-	d := st.pending
-	if d == nil || st.gen < d.Generation {
+	g, s := st.gen, st.spec
+	if g == nil || s == nil || s.Generation > g.Generation || s.Generation < st.need || st.readAt != 0 {
+		return
+	}
+	doc := contract.Configuration(*s, *g)
+	if err := doc.Validate(a.cfg.Endpoint, a.planes); err != nil {
+		a.logger.Warn("configuration rejected; keeping the applied one", "generation", doc.Generation, "err", err)
+		a.setErr("document", fmt.Sprintf("rejected configuration generation %d: %v", doc.Generation, err))
 		return
 	}
 	a.mu.Lock()
-	failed := a.failedGen == d.Generation
+	failed := a.failedGen == doc.Generation
 	a.mu.Unlock()
 	if !failed {
-		a.apply(*d, SourceEtcd)
+		a.apply(doc, SourceEtcd)
 	}
 }
 

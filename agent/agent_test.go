@@ -76,21 +76,21 @@ func TestRejectsInvalidDocumentAndKeepsTheLastGood(t *testing.T) {
 	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
 
 	bad := map[string]func() string{
-		"weights": func() string {
+		"link state": func() string {
 			d := doc("host-a", 2)
-			d.PathSet.Planes[0].Weight = 0.9
+			d.Ports[0].Link = "flapping"
 			return mustJSON(t, d)
 		},
 		"other endpoint": func() string { return mustJSON(t, doc("host-b", 3)) },
 		"plane out of range": func() string {
 			d := doc("host-a", 4)
-			d.PathSet.Planes[3].Index = 7
+			d.Ports[3].Index = 7
 			return mustJSON(t, d)
 		},
 		"not json": func() string { return `{"generation": 5, "endpoint": "host-a", "path_set":` },
 		"newer schema major": func() string {
 			d := doc("host-a", 6)
-			d.Schema = "2.0"
+			d.Schema = "3.0"
 			return mustJSON(t, d)
 		},
 	}
@@ -133,24 +133,24 @@ func TestSchemaVersions(t *testing.T) {
 	rec := &recorder{}
 	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
 	d := doc("host-a", 1)
-	d.Schema = "1.7"
+	d.Schema = "2.7"
 	v := mustJSON(t, d)
-	putRaw(t, cli, contract.KeyEndpoint("host-a"), v[:len(v)-1]+`,"added_in_1_7":{"x":1}}`)
-	putRaw(t, cli, contract.KeyGeneration, `{"schema":"1.7","generation":1,"new_field":true}`)
+	putRaw(t, cli, contract.KeyEndpoint("host-a"), v[:len(v)-1]+`,"added_in_2_7":{"x":1}}`)
+	putRaw(t, cli, contract.KeyGeneration, `{"schema":"2.7","generation":1,"new_field":true}`)
 	start(t, a)
-	testutil.WaitFor(t, wait, "generation 1 (schema 1.7) applied", func() bool { return rec.last() == 1 })
+	testutil.WaitFor(t, wait, "generation 1 (schema 2.7) applied", func() bool { return rec.last() == 1 })
 
 	putDoc(t, cli, doc("host-a", 2))
-	rev := putRaw(t, cli, contract.KeyGeneration, `{"schema":"2.0","generation":2}`)
+	rev := putRaw(t, cli, contract.KeyGeneration, `{"schema":"3.0","generation":2}`)
 	testutil.WaitFor(t, wait, "the refusal in the status in etcd", func() bool {
 		st, _, ok := getStatus(t, cli, "host-a")
-		return ok && a.genRev.Load() >= rev && strings.Contains(strings.Join(st.Errors, ";"), "schema 2.0 is newer")
+		return ok && a.genRev.Load() >= rev && strings.Contains(strings.Join(st.Errors, ";"), "schema 3.0 is newer")
 	})
 	if st := a.Status(); st.AppliedGeneration != 1 || rec.last() != 1 || st.Schema != contract.SchemaVersion {
 		t.Fatalf("applied %v, status %+v: want generation 1 kept, schema %s", rec.generations(), st, contract.SchemaVersion)
 	}
 	putGen(t, cli, 3)
-	testutil.WaitFor(t, wait, "generation 2 applied under a 1.x generation key", func() bool { return rec.last() == 2 })
+	testutil.WaitFor(t, wait, "generation 2 applied under a 2.x generation key", func() bool { return rec.last() == 2 })
 }
 
 func TestApplierFailureKeepsTheLastGood(t *testing.T) {
@@ -355,8 +355,8 @@ func newClient(t testing.TB, endpoints []string) *clientv3.Client {
 }
 
 func TestCorruptLastKnownGoodIsIgnored(t *testing.T) {
-	other := doc("host-b", 3)
-	mismatch := doc("host-a", 3)
+	other := resolved("host-b", 3)
+	mismatch := resolved("host-a", 3)
 	cases := map[string]string{
 		"garbage":        "\x00\x01not json",
 		"truncated":      `{"generation": 3, "document": {"generation": 3, "endpoint": "host-a", "path_set": {"planes": [`,
@@ -476,4 +476,73 @@ func TestConfigDefaultsAndFlags(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrConfig", name, err)
 		}
 	}
+}
+
+// The generation key and the endpoint's document arrive on two watches in
+// no common order. The agent applies its document with the planes of one
+// generation only: a generation that names the endpoint as changed waits
+// for its document; one that names no one applies the planes alone; one
+// that changed too many to name makes the agent read its document at the
+// generation's revision.
+func TestAppliesOwnAndSharedDocumentsOfOneGeneration(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	start(t, a)
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+
+	// Generation 2 takes plane p1 down and this endpoint's link on p0: its
+	// generation key is seen before its document.
+	planes := healthy(4)
+	planes[1].State, planes[1].CapacityRatio = "down", 0
+	rev := putGenDoc(t, cli, contract.GenerationDoc{Generation: 2, PlanesGeneration: 2, Planes: planes, Changed: []string{"host-a", "host-b"}})
+	testutil.WaitFor(t, wait, "the agent to see generation 2", func() bool { return a.genRev.Load() >= rev })
+	if got := rec.generations(); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("applied %v before the document of generation 2 arrived: a partial generation", got)
+	}
+	d := doc("host-a", 2)
+	d.Ports[0].Link = "down"
+	putDoc(t, cli, d)
+	testutil.WaitFor(t, wait, "generation 2 applied", func() bool { return rec.last() == 2 })
+	if got := appliedPlanes(rec); got != "p2 p3" {
+		t.Fatalf("generation 2 applied as %q, want p2 p3 (p0's link and plane p1 down)", got)
+	}
+
+	// A plane event: the generation key alone.
+	rev = putGenDoc(t, cli, contract.GenerationDoc{Generation: 3, PlanesGeneration: 3, Planes: healthy(4)})
+	testutil.WaitFor(t, wait, "generation 3 applied", func() bool { return rec.last() == 3 })
+	if got := appliedPlanes(rec); got != "p1 p2 p3" {
+		t.Fatalf("generation 3 applied as %q, want p1 p2 p3", got)
+	}
+
+	// Too many changed to name: the agent reads its document as of the
+	// generation key; it did not change, so nothing new is applied.
+	reads := a.reads.Load()
+	rev = putGenDoc(t, cli, contract.GenerationDoc{Generation: 4, PlanesGeneration: 3, Planes: healthy(4), ChangedAll: true})
+	testutil.WaitFor(t, wait, "the agent to read its document at generation 4", func() bool {
+		return a.genRev.Load() >= rev && a.reads.Load() == reads+1
+	})
+	putDoc(t, cli, doc("host-a", 5))
+	putGenDoc(t, cli, contract.GenerationDoc{Generation: 5, PlanesGeneration: 3, Planes: healthy(4), ChangedAll: true})
+	testutil.WaitFor(t, wait, "generation 5 applied", func() bool { return rec.last() == 5 })
+	if got := rec.generations(); !slices.Equal(got, []uint64{1, 2, 3, 5}) {
+		t.Fatalf("applied %v, want [1 2 3 5]", got)
+	}
+	if st := a.Status(); len(st.Errors) != 0 {
+		t.Fatalf("status errors %q", st.Errors)
+	}
+}
+
+// appliedPlanes names the planes of the last configuration applied.
+func appliedPlanes(rec *recorder) string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var names []string
+	for _, p := range rec.applied[len(rec.applied)-1].PathSet.Planes {
+		names = append(names, p.Plane)
+	}
+	return strings.Join(names, " ")
 }

@@ -37,13 +37,14 @@ func Example() {
 	}
 	defer store.Close()
 
-	// What the leader publishes: the document, then the generation key.
-	doc := contract.EndpointDoc{Generation: 1, Endpoint: "host-a", PathSet: contract.PathSet{Planes: []contract.PlanePath{
-		{Plane: "p0", Index: 0, Address: "10.77.0.1", Weight: 0.5, Entropy: 4},
-		{Plane: "p1", Index: 1, Address: "10.77.1.1", Weight: 0.5, Entropy: 4},
-	}}}
+	// What the leader publishes: the endpoint's own document, then the
+	// generation key with the planes' states.
+	doc := contract.EndpointSpec{Schema: contract.SchemaVersion, Generation: 1, Endpoint: "host-a", Entropy: 4, DegradedLinkFactor: 0.5,
+		Class: "default", Ports: []contract.SpecPort{{Plane: "p0", Index: 0, Address: "10.77.0.1"}, {Plane: "p1", Index: 1, Address: "10.77.1.1"}}}
 	d, _ := json.Marshal(doc)
-	g, _ := json.Marshal(contract.GenerationDoc{Generation: 1, ComputedAt: time.Now()})
+	g, _ := json.Marshal(contract.GenerationDoc{Schema: contract.SchemaVersion, Generation: 1, ComputedAt: time.Now(),
+		PlanesGeneration: 1, Planes: []contract.PlaneStatus{
+			{Name: "p0", Index: 0, State: "healthy", CapacityRatio: 1}, {Name: "p1", Index: 1, State: "healthy", CapacityRatio: 1}}})
 	store.Client.Put(ctx, contract.KeyEndpoint("host-a"), string(d))
 	store.Client.Put(ctx, contract.KeyGeneration, string(g))
 

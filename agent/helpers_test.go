@@ -60,14 +60,22 @@ func (r *recorder) last() uint64 {
 }
 
 // doc returns a valid 4-plane document for endpoint at gen.
-func doc(endpoint string, gen uint64) contract.EndpointDoc {
-	d := contract.EndpointDoc{Generation: gen, Endpoint: endpoint, RatePolicy: contract.RatePolicy{Class: "default"}}
+func doc(endpoint string, gen uint64) contract.EndpointSpec {
+	d := contract.EndpointSpec{Schema: contract.SchemaVersion, Generation: gen, Endpoint: endpoint, Class: "default",
+		Entropy: 4, DegradedLinkFactor: 0.5}
 	for i := 0; i < 4; i++ {
-		d.PathSet.Planes = append(d.PathSet.Planes, contract.PlanePath{
-			Plane: fmt.Sprintf("p%d", i), Index: i, Address: fmt.Sprintf("10.77.%d.1", i), Weight: 0.25, Entropy: 4,
-		})
+		d.Ports = append(d.Ports, contract.SpecPort{Plane: fmt.Sprintf("p%d", i), Index: i, Address: fmt.Sprintf("10.77.%d.1", i)})
 	}
 	return d
+}
+
+// healthy lists n healthy planes.
+func healthy(n int) []contract.PlaneStatus {
+	var ps []contract.PlaneStatus
+	for i := range n {
+		ps = append(ps, contract.PlaneStatus{Name: fmt.Sprintf("p%d", i), Index: i, State: "healthy", CapacityRatio: 1})
+	}
+	return ps
 }
 
 func mustJSON(t testing.TB, v any) string {
@@ -80,14 +88,22 @@ func mustJSON(t testing.TB, v any) string {
 }
 
 // putDoc writes an endpoint document and returns its revision.
-func putDoc(t testing.TB, cli *clientv3.Client, d contract.EndpointDoc) int64 {
+func putDoc(t testing.TB, cli *clientv3.Client, d contract.EndpointSpec) int64 {
 	t.Helper()
 	return putRaw(t, cli, contract.KeyEndpoint(d.Endpoint), mustJSON(t, d))
 }
 
+// putGen writes the generation key of gen with 4 healthy planes
+// unchanged since generation 1, naming no endpoint as changed.
 func putGen(t testing.TB, cli *clientv3.Client, gen uint64) int64 {
 	t.Helper()
-	return putRaw(t, cli, contract.KeyGeneration, mustJSON(t, contract.GenerationDoc{Generation: gen, ComputedAt: time.Now(), Leader: "test"}))
+	return putGenDoc(t, cli, contract.GenerationDoc{Generation: gen, PlanesGeneration: 1, Planes: healthy(4)})
+}
+
+func putGenDoc(t testing.TB, cli *clientv3.Client, g contract.GenerationDoc) int64 {
+	t.Helper()
+	g.Schema, g.ComputedAt, g.Leader = contract.SchemaVersion, time.Now(), "test"
+	return putRaw(t, cli, contract.KeyGeneration, mustJSON(t, g))
 }
 
 func putRaw(t testing.TB, cli *clientv3.Client, key, value string) int64 {
@@ -256,3 +272,9 @@ func (p *cutProxy) Resume() {
 func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("test", flag.ContinueOnError) }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// resolved is doc(endpoint, gen) resolved with 4 healthy planes: the
+// configuration the agent applies.
+func resolved(endpoint string, gen uint64) contract.EndpointDoc {
+	return contract.Configuration(doc(endpoint, gen), contract.GenerationDoc{PlanesGeneration: 1, Planes: healthy(4)})
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"testing"
 	"time"
 
@@ -80,13 +79,11 @@ func TestTransportApplierFromEtcd(t *testing.T) {
 		t.Fatalf("agent validates against %d planes, want the transport's 4", ag.planes)
 	}
 	d := doc("host-a", 3)
-	d.PathSet.Planes = slices.Delete(d.PathSet.Planes, 1, 2) // plane p1 is down
-	for i := range d.PathSet.Planes {
-		d.PathSet.Planes[i].Weight = 1.0 / 3
-		d.PathSet.Planes[i].Entropy = 2
-	}
+	d.Entropy = 2
+	planes := healthy(4)
+	planes[1].State, planes[1].CapacityRatio = "down", 0 // from the generation document, not the endpoint's
 	putDoc(t, s.Client, d)
-	putGen(t, s.Client, 3)
+	putGenDoc(t, s.Client, contract.GenerationDoc{Generation: 3, PlanesGeneration: 3, Planes: planes})
 	start(t, ag)
 	testutil.WaitFor(t, wait, "the connection on generation 3", func() bool { return conn.Stats().PathSetGeneration == 3 })
 	// The transport takes the path set before the agent records it: the
@@ -105,10 +102,10 @@ func TestTransportApplierFromEtcd(t *testing.T) {
 
 	// A rate policy: enforced by the transport at runtime, no error.
 	d = doc("host-a", 4)
-	d.RatePolicy.EgressBps = 100e9
-	d.RatePolicy.PlaneCaps = map[string]int64{"p1": 25e9}
+	d.Entropy, d.EgressBps, d.Ports[1].SpeedBps = 2, 100e9, 100e9
+	planes[1].State, planes[1].CapacityRatio = "degraded", 0.25 // a 25 Gbit/s cap on p1
 	putDoc(t, s.Client, d)
-	putGen(t, s.Client, 4)
+	putGenDoc(t, s.Client, contract.GenerationDoc{Generation: 4, PlanesGeneration: 4, Planes: planes})
 	testutil.WaitFor(t, wait, "the connection on generation 4", func() bool { return conn.Stats().PathSetGeneration == 4 })
 	testutil.WaitFor(t, wait, "generation 4 applied", func() bool { return ag.Status().AppliedGeneration == 4 })
 	if errs := ag.Status().Errors; len(errs) != 0 {
@@ -119,7 +116,7 @@ func TestTransportApplierFromEtcd(t *testing.T) {
 func TestTransportApplierRejectsWhatTheTransportCannotUse(t *testing.T) {
 	tr := listenTransport(t, 2)
 	ap := NewTransportApplier(tr)
-	d := doc("host-a", 1) // 4 planes on a 2-plane transport
+	d := resolved("host-a", 1) // 4 planes on a 2-plane transport
 	if err := ap.Apply(d); !errors.Is(err, transport.ErrInvalidPathSet) {
 		t.Fatalf("Apply = %v, want ErrInvalidPathSet", err)
 	}

@@ -221,7 +221,7 @@ func TestStatusAndConvergence(t *testing.T) {
 	gen, _ := json.Marshal(contract.GenerationDoc{Generation: 7})
 	f.kv.Put(ctx, contract.KeyGeneration, string(gen))
 	for _, name := range []string{"host-a", "host-b"} {
-		doc, _ := json.Marshal(contract.EndpointDoc{Generation: 7, Endpoint: name})
+		doc, _ := json.Marshal(contract.EndpointSpec{Generation: 7, Endpoint: name})
 		f.kv.Put(ctx, contract.KeyEndpoint(name), string(doc))
 	}
 	st, _ := json.Marshal(contract.StatusDoc{Endpoint: "host-a", AppliedGeneration: 7, Source: "etcd"})

@@ -4,7 +4,8 @@
 // Both sides import it; it imports nothing of either, so the agent binary
 // links no control-plane code.
 //
-//	var doc contract.EndpointDoc
-//	_ = json.Unmarshal(value, &doc)
-//	if err := doc.Validate("host-a", 4); err != nil { ... }
+//	var spec contract.EndpointSpec // endpoints/host-a
+//	_ = json.Unmarshal(value, &spec)
+//	if err := spec.Validate("host-a", 4); err != nil { ... }
+//	cfg := contract.Configuration(spec, gen) // with the generation key's planes
 package contract

@@ -2,14 +2,29 @@ package contract
 
 import "time"
 
-// GenerationDoc marks a complete update; written last.
+// GenerationDoc marks a complete update; written last. It carries what
+// all endpoints share (the planes' states), so a plane event writes it and
+// no endpoint's own document, and it names the endpoint documents written
+// in its generation, so an agent knows whether to wait for its own.
 type GenerationDoc struct {
 	Schema           string    `json:"schema"`
 	Generation       uint64    `json:"generation"`
 	ComputedAt       time.Time `json:"computed_at"`
 	TopologyRevision int64     `json:"topology_revision"`
 	Leader           string    `json:"leader"`
+	// Planes are every plane's state; PlanesGeneration is the generation
+	// at which they last changed.
+	Planes           []PlaneStatus `json:"planes"`
+	PlanesGeneration uint64        `json:"planes_generation"`
+	// Changed names the endpoints whose document this generation wrote or
+	// deleted (at most MaxChanged); ChangedAll says it may be any of them.
+	Changed    []string `json:"changed,omitempty"`
+	ChangedAll bool     `json:"changed_all,omitempty"`
 }
+
+// MaxChanged bounds GenerationDoc.Changed; a generation that wrote more
+// endpoint documents sets ChangedAll instead.
+const MaxChanged = 256
 
 // PlanesDoc is every plane's state as endpoints see it.
 type PlanesDoc struct {
@@ -27,7 +42,41 @@ type PlaneStatus struct {
 	Drained       bool    `json:"drained"`
 }
 
-// EndpointDoc is an endpoint's configuration.
+// EndpointSpec is an endpoint's own document in etcd
+// (endpoints/<endpoint>): what fabricd knows of the endpoint alone. Its
+// agent resolves it with the planes of the generation document (Resolve)
+// into the EndpointDoc it applies, as fabricd's policy does.
+type EndpointSpec struct {
+	Schema     string     `json:"schema"`
+	Generation uint64     `json:"generation"`
+	Endpoint   string     `json:"endpoint"`
+	Ports      []SpecPort `json:"ports"`
+	// Entropy is the number of paths (UDP source ports) per plane.
+	Entropy int `json:"entropy"`
+	// DegradedLinkFactor scales the weight of a port whose link is degraded.
+	DegradedLinkFactor float64 `json:"degraded_link_factor"`
+	Class              string  `json:"class"`
+	EgressBps          int64   `json:"egress_bps"`
+	IngressBps         int64   `json:"ingress_bps"`
+}
+
+// SpecPort is one of an endpoint's ports.
+type SpecPort struct {
+	Plane    string `json:"plane"`
+	Index    int    `json:"index"`
+	Address  string `json:"address"`
+	SpeedBps int64  `json:"speed_bps,omitempty"`
+	// Link is "down" or "degraded"; empty means up. On a plane that is
+	// down it is always empty: the plane's state covers its links, so a
+	// plane failing does not change the endpoint's document.
+	Link string `json:"link,omitempty"`
+	// Drained says the port's switch or link is drained.
+	Drained bool `json:"drained,omitempty"`
+}
+
+// EndpointDoc is the configuration an agent applies: its EndpointSpec
+// resolved with the planes. It is not stored in etcd; the agent saves it as
+// its last known good configuration and reports its generation.
 type EndpointDoc struct {
 	Schema     string     `json:"schema"`
 	Generation uint64     `json:"generation"`
@@ -84,8 +133,10 @@ type PortRef struct {
 	Plane    string `json:"plane"`
 }
 
-// PortsDoc lists, fabric-wide, the endpoint ports not to send to (their
-// link is down, or drained): peers avoid them.
+// PortsDoc lists, fabric-wide, the endpoint ports not to send to for a
+// reason of their own (their link is down, or their switch or link is
+// drained); ports on a plane that is down or drained are not listed (the
+// planes' states cover them). Peers avoid both.
 type PortsDoc struct {
 	Schema     string    `json:"schema"`
 	Generation uint64    `json:"generation"`

@@ -32,7 +32,7 @@ func TestParseStatus(t *testing.T) {
 	for name, bad := range map[string][]byte{
 		"not JSON":          []byte(`{"schema":`),
 		"too large":         []byte(`{"schema":"1.1","endpoint":"host-a","version":"` + strings.Repeat("x", MaxStatusBytes) + `"}`),
-		"newer major":       edit(func(d *StatusDoc) { d.Schema = "2.0" }),
+		"newer major":       edit(func(d *StatusDoc) { d.Schema = "3.0" }),
 		"another endpoint":  edit(func(d *StatusDoc) { d.Endpoint = "host-b" }),
 		"too many paths":    edit(func(d *StatusDoc) { d.Paths = make([]PathStatus, MaxStatusPaths+1) }),
 		"too many peers":    edit(func(d *StatusDoc) { d.Paths[0].Peers = manyPeers }),

@@ -12,14 +12,14 @@ import (
 var ErrInvalidDocument = errors.New("contract: invalid document")
 
 // Validate checks what an agent must be able to rely on: a schema version
-// it reads (CheckSchema), its own name,
+// it reads (CheckReportSchema), its own name,
 // at least one plane, distinct planes and indices, valid addresses, positive
 // weights summing to 1, entropy in range and non-negative rates.
 func (d *EndpointDoc) Validate(endpoint string, planes int) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidDocument, fmt.Sprintf(format, args...))
 	}
-	if err := CheckSchema(d.Schema); err != nil {
+	if err := CheckReportSchema(d.Schema); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidDocument, err)
 	}
 	if d.Endpoint != endpoint {
@@ -91,7 +91,7 @@ func ParseStatus(endpoint string, data []byte) (StatusDoc, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return bad("%v", err)
 	}
-	if err := CheckSchema(st.Schema); err != nil {
+	if err := CheckReportSchema(st.Schema); err != nil {
 		return bad("%v", err)
 	}
 	if st.Endpoint != endpoint {
@@ -117,4 +117,90 @@ func ParseStatus(endpoint string, data []byte) (StatusDoc, error) {
 		}
 	}
 	return st, nil
+}
+
+// Validate checks an endpoint document as the agent receives it: a schema
+// it reads, its own name, a generation, at least one port, distinct planes
+// and indices in range, valid addresses, known link states, entropy in
+// range and non-negative rates.
+func (s *EndpointSpec) Validate(endpoint string, planes int) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidDocument, fmt.Sprintf(format, args...))
+	}
+	if err := CheckSchema(s.Schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidDocument, err)
+	}
+	if s.Endpoint != endpoint {
+		return bad("document is for endpoint %q, not %q", s.Endpoint, endpoint)
+	}
+	if s.Generation == 0 {
+		return bad("generation is missing")
+	}
+	if len(s.Ports) == 0 {
+		return bad("no port")
+	}
+	seenIdx, seenPlane := map[int]bool{}, map[string]bool{}
+	for _, p := range s.Ports {
+		if p.Index < 0 || (planes > 0 && p.Index >= planes) {
+			return bad("plane %q index %d out of range (this endpoint has %d planes)", p.Plane, p.Index, planes)
+		}
+		if seenIdx[p.Index] || seenPlane[p.Plane] {
+			return bad("plane %q (index %d) listed twice", p.Plane, p.Index)
+		}
+		seenIdx[p.Index], seenPlane[p.Plane] = true, true
+		if _, err := netip.ParseAddr(p.Address); err != nil {
+			return bad("plane %q address %q: %v", p.Plane, p.Address, err)
+		}
+		if p.Link != "" && p.Link != linkDown && p.Link != linkDegraded {
+			return bad("plane %q link state %q is not down or degraded", p.Plane, p.Link)
+		}
+		if p.SpeedBps < 0 {
+			return bad("plane %q speed %d is negative", p.Plane, p.SpeedBps)
+		}
+	}
+	if s.Entropy < 1 || s.Entropy > 64 {
+		return bad("entropy %d not in 1..64", s.Entropy)
+	}
+	if !(s.DegradedLinkFactor > 0 && s.DegradedLinkFactor <= 1) {
+		return bad("degraded link factor %v not in (0, 1]", s.DegradedLinkFactor)
+	}
+	if s.EgressBps < 0 || s.IngressBps < 0 {
+		return bad("negative rate")
+	}
+	return nil
+}
+
+// Validate checks a generation document as an agent receives it: a schema
+// it reads, a generation, planes with distinct names and indices, known
+// states, capacity ratios in [0, 1], and a bounded list of changed
+// endpoints.
+func (g *GenerationDoc) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: generation document: %s", ErrInvalidDocument, fmt.Sprintf(format, args...))
+	}
+	if err := CheckSchema(g.Schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidDocument, err)
+	}
+	if g.Generation == 0 || g.PlanesGeneration > g.Generation {
+		return bad("generation %d, planes generation %d", g.Generation, g.PlanesGeneration)
+	}
+	names, idx := map[string]bool{}, map[int]bool{}
+	for _, p := range g.Planes {
+		if p.Name == "" || names[p.Name] || idx[p.Index] || p.Index < 0 {
+			return bad("plane %q (index %d) unnamed, repeated or out of range", p.Name, p.Index)
+		}
+		names[p.Name], idx[p.Index] = true, true
+		switch p.State {
+		case "healthy", "degraded", planeDown, "draining":
+		default:
+			return bad("plane %q state %q unknown", p.Name, p.State)
+		}
+		if !(p.CapacityRatio >= 0 && p.CapacityRatio <= 1) {
+			return bad("plane %q capacity ratio %v not in [0, 1]", p.Name, p.CapacityRatio)
+		}
+	}
+	if len(g.Changed) > MaxChanged {
+		return bad("%d changed endpoints, more than %d", len(g.Changed), MaxChanged)
+	}
+	return nil
 }

@@ -126,7 +126,7 @@ func TestWatcherFollowsStatuses(t *testing.T) {
 	// Garbage, another endpoint's name and a newer schema are counted and
 	// take the agent's evidence away.
 	for i, bad := range []any{"{not json", status("c", contract.PathStatus{Plane: "p1", PeersReachable: 1}),
-		contract.StatusDoc{Schema: "2.0", Endpoint: "b", Paths: []contract.PathStatus{{Plane: "p1", PeersReachable: 1}}}} {
+		contract.StatusDoc{Schema: "3.0", Endpoint: "b", Paths: []contract.PathStatus{{Plane: "p1", PeersReachable: 1}}}} {
 		put("b", status("b", contract.PathStatus{Plane: "p1", PeersUnreachable: 1}))
 		itestutil.WaitFor(t, 5*time.Second, "b's p1 down", func() bool { return obs.state("s1:b") == planes.LinkDown })
 		put("b", bad)

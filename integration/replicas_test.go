@@ -104,12 +104,10 @@ func TestTwoReplicasLeaderTakeover(t *testing.T) {
 	if took > ttl*time.Second+2*time.Second {
 		t.Fatalf("takeover took %v, more than the TTL of %ds (+2s)", took, ttl)
 	}
-	resp, err := etcd.Client.Get(ctx, contract.KeyEndpoint("host-a"))
-	if err != nil || len(resp.Kvs) == 0 {
-		t.Fatalf("host-a document: %v", err)
+	doc, _, _, err := configuration(ctx, etcd.Client, "host-a")
+	if err != nil {
+		t.Fatalf("host-a configuration: %v", err)
 	}
-	var doc contract.EndpointDoc
-	json.Unmarshal(resp.Kvs[0].Value, &doc)
 	for _, p := range doc.PathSet.Planes {
 		if p.Plane == "p2" {
 			t.Fatalf("new leader's generation still uses drained p2: %+v", doc.PathSet)

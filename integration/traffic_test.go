@@ -2,13 +2,11 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/demo"
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/internal/testutil"
@@ -66,20 +64,9 @@ func goodput(env *demo.Env, window time.Duration) float64 {
 func converged(t *testing.T, env *demo.Env) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	resp, err := env.Etcd.Get(ctx, contract.KeyGeneration)
-	if err != nil || len(resp.Kvs) == 0 {
-		return false
-	}
-	var g contract.GenerationDoc
-	json.Unmarshal(resp.Kvs[0].Value, &g)
 	for _, a := range env.Agents {
-		resp, err := env.Etcd.Get(ctx, contract.KeyEndpoint(a.Endpoint()))
-		if err != nil || len(resp.Kvs) == 0 {
-			return false
-		}
-		var d contract.EndpointDoc
-		json.Unmarshal(resp.Kvs[0].Value, &d)
-		if d.Generation > g.Generation || a.Status().AppliedGeneration < d.Generation {
+		d, own, g, err := configuration(ctx, env.Etcd, a.Endpoint())
+		if err != nil || own > g.Generation || a.Status().AppliedGeneration < d.Generation {
 			return false
 		}
 	}
@@ -212,14 +199,12 @@ func waitApplied(t *testing.T, env *demo.Env, plane string, timeout time.Duratio
 		done := converged(t, env)
 		for _, a := range env.Agents {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			resp, err := env.Etcd.Get(ctx, contract.KeyEndpoint(a.Endpoint()))
+			d, _, _, err := configuration(ctx, env.Etcd, a.Endpoint())
 			cancel()
-			if err != nil || len(resp.Kvs) == 0 {
+			if err != nil {
 				done = false
 				break
 			}
-			var d contract.EndpointDoc
-			json.Unmarshal(resp.Kvs[0].Value, &d)
 			for _, p := range d.PathSet.Planes {
 				if p.Plane == plane {
 					done = false

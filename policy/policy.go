@@ -12,7 +12,6 @@ package policy
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"strings"
 
@@ -72,9 +71,12 @@ type Input struct {
 
 // EndpointPolicy is the result for one endpoint.
 type EndpointPolicy struct {
-	Endpoint string              `json:"endpoint"`
-	PathSet  contract.PathSet    `json:"path_set"`
-	Rate     contract.RatePolicy `json:"rate_policy"`
+	Endpoint string `json:"endpoint"`
+	// Spec is the endpoint's own document; PathSet and Rate are it
+	// resolved with the planes (contract.Resolve), as its agent does.
+	Spec    contract.EndpointSpec `json:"-"`
+	PathSet contract.PathSet      `json:"path_set"`
+	Rate    contract.RatePolicy   `json:"rate_policy"`
 	// Ports are all the endpoint's ports, for the directory peers read.
 	Ports []contract.DirectoryPort `json:"ports"`
 }
@@ -83,7 +85,9 @@ type EndpointPolicy struct {
 type Output struct {
 	Endpoints []EndpointPolicy
 	Planes    []contract.PlaneStatus
-	// Unusable are the ports peers should not send to, sorted.
+	// Unusable are the ports peers should not send to for a reason of
+	// their own (link down, switch or link drained), sorted; ports on a
+	// down or drained plane are covered by Planes.
 	Unusable []contract.PortRef
 }
 
@@ -126,7 +130,7 @@ func Compute(in Input, cfg Config) Output {
 		classes[c.Name] = c
 	}
 	for _, e := range t.Endpoints {
-		ep, unusable := endpointPolicy(e, in, cfg, planeIdx, planeInfo, drained, classes)
+		ep, unusable := endpointPolicy(e, in, cfg, planeIdx, planeInfo, drained, classes, out.Planes)
 		out.Endpoints = append(out.Endpoints, ep)
 		out.Unusable = append(out.Unusable, unusable...)
 	}
@@ -138,78 +142,7 @@ func Compute(in Input, cfg Config) Output {
 }
 
 func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string]int, planeInfo map[string]contract.PlaneStatus,
-	drained map[DrainKind]map[string]bool, classes map[string]RateClass) (EndpointPolicy, []contract.PortRef) {
-	type candidate struct {
-		port      planes.Port
-		linkUp    bool
-		preferred bool
-		weight    float64
-	}
-	var cands []candidate
-	for _, p := range e.Ports {
-		link := planes.LinkName(p.Switch, p.Interface)
-		lh, ok := in.Health.LinkHealth(link)
-		if !ok {
-			lh = planes.LinkHealth{State: planes.LinkUp}
-		}
-		ps := planeInfo[p.Plane]
-		c := candidate{port: p, linkUp: lh.State != planes.LinkDown}
-		c.preferred = c.linkUp && !ps.Drained && ps.State != string(planes.PlaneDown) &&
-			!drained[DrainSwitch][p.Switch] && !drained[DrainLink][link]
-		c.weight = math.Max(ps.CapacityRatio, 0.01)
-		if lh.State == planes.LinkDegraded {
-			c.weight *= cfg.DegradedLinkFactor
-		}
-		cands = append(cands, c)
-	}
-	pick := func(keep func(candidate) bool) []candidate {
-		var out []candidate
-		for _, c := range cands {
-			if keep(c) {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
-	ps := contract.PathSet{}
-	chosen := pick(func(c candidate) bool { return c.preferred })
-	if len(chosen) == 0 {
-		// Never strand an endpoint: use what still has a live link, even
-		// if drained or on a plane judged down, and failing that, everything.
-		ps.Fallback = "no preferred plane: using planes with a live link"
-		chosen = pick(func(c candidate) bool { return c.linkUp })
-		for i := range chosen {
-			chosen[i].weight = 1
-		}
-	}
-	if len(chosen) == 0 {
-		ps.Fallback = "no live link: using every port"
-		chosen = pick(func(candidate) bool { return true })
-		for i := range chosen {
-			chosen[i].weight = 1
-		}
-	}
-	total := 0.0
-	for _, c := range chosen {
-		total += c.weight
-	}
-	for _, c := range chosen {
-		ps.Planes = append(ps.Planes, contract.PlanePath{
-			Plane: c.port.Plane, Index: planeIdx[c.port.Plane], Address: c.port.Address.String(),
-			Weight: roundWeight(c.weight / total), Entropy: cfg.Entropy,
-		})
-	}
-	slices.SortFunc(ps.Planes, func(a, b contract.PlanePath) int { return a.Index - b.Index })
-	var unusable []contract.PortRef
-	ports := make([]contract.DirectoryPort, len(cands))
-	for i, c := range cands {
-		if !c.preferred {
-			unusable = append(unusable, contract.PortRef{Endpoint: e.Name, Plane: c.port.Plane})
-		}
-		ports[i] = contract.DirectoryPort{Plane: c.port.Plane, Index: planeIdx[c.port.Plane], Address: c.port.Address.String()}
-	}
-	slices.SortFunc(ports, func(a, b contract.DirectoryPort) int { return a.Index - b.Index })
-
+	drained map[DrainKind]map[string]bool, classes map[string]RateClass, all []contract.PlaneStatus) (EndpointPolicy, []contract.PortRef) {
 	// Unassigned endpoints, and those whose class is gone, take the
 	// default class: unlimited unless an operator defined "default".
 	className := in.Intents.Assignments[e.Name]
@@ -217,18 +150,32 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 	if !ok {
 		className, class = DefaultClass, classes[DefaultClass]
 	}
-	rate := contract.RatePolicy{Class: className, EgressBps: class.EgressBps, IngressBps: class.IngressBps}
-	for _, p := range e.Ports {
-		info := planeInfo[p.Plane]
-		if p.SpeedBps > 0 && info.CapacityRatio < 1 {
-			if rate.PlaneCaps == nil {
-				rate.PlaneCaps = map[string]int64{}
-			}
-			rate.PlaneCaps[p.Plane] = int64(float64(p.SpeedBps) * info.CapacityRatio)
+	spec := contract.EndpointSpec{Schema: contract.SchemaVersion, Endpoint: e.Name, Entropy: cfg.Entropy,
+		DegradedLinkFactor: cfg.DegradedLinkFactor, Class: className, EgressBps: class.EgressBps, IngressBps: class.IngressBps}
+	var unusable []contract.PortRef
+	ports := make([]contract.DirectoryPort, len(e.Ports))
+	for i, p := range e.Ports {
+		link := planes.LinkName(p.Switch, p.Interface)
+		lh, ok := in.Health.LinkHealth(link)
+		if !ok {
+			lh = planes.LinkHealth{State: planes.LinkUp}
 		}
+		plane := planeInfo[p.Plane]
+		sp := contract.SpecPort{Plane: p.Plane, Index: planeIdx[p.Plane], Address: p.Address.String(), SpeedBps: p.SpeedBps,
+			Drained: drained[DrainSwitch][p.Switch] || drained[DrainLink][link]}
+		// A down plane covers its links' states: its failure leaves the
+		// endpoint's document as it was.
+		if lh.State != planes.LinkUp && plane.State != string(planes.PlaneDown) {
+			sp.Link = string(lh.State)
+		}
+		if sp.Drained || sp.Link == string(planes.LinkDown) {
+			unusable = append(unusable, contract.PortRef{Endpoint: e.Name, Plane: p.Plane})
+		}
+		spec.Ports = append(spec.Ports, sp)
+		ports[i] = contract.DirectoryPort{Plane: sp.Plane, Index: sp.Index, Address: sp.Address}
 	}
-	return EndpointPolicy{Endpoint: e.Name, PathSet: ps, Rate: rate, Ports: ports}, unusable
+	slices.SortFunc(spec.Ports, func(a, b contract.SpecPort) int { return a.Index - b.Index })
+	slices.SortFunc(ports, func(a, b contract.DirectoryPort) int { return a.Index - b.Index })
+	ps, rate := contract.Resolve(spec, all)
+	return EndpointPolicy{Endpoint: e.Name, Spec: spec, PathSet: ps, Rate: rate, Ports: ports}, unusable
 }
-
-// roundWeight keeps documents stable across float noise.
-func roundWeight(w float64) float64 { return math.Round(w*1e6) / 1e6 }

@@ -270,3 +270,36 @@ func TestComputeReadsOneSnapshot(t *testing.T) {
 		t.Fatalf("WhatIf took %d snapshots, want 1 for before and after", h.snapshots)
 	}
 }
+
+// A plane failing at its switch (every link of the plane down) changes the
+// planes' states and no endpoint's own document: O(1) writes per event.
+func TestPlaneFailureChangesNoEndpointSpec(t *testing.T) {
+	topo := fabric(t, 4, 8)
+	var links []string
+	for h := 0; h < 8; h++ {
+		links = append(links, fmt.Sprintf("s1:E%d", h))
+	}
+	before := Compute(Input{Topology: topo, Health: engineWith(t, topo)}, DefaultConfig())
+	after := Compute(Input{Topology: topo, Health: engineWith(t, topo, links...)}, DefaultConfig())
+	if after.Planes[1].State != string(planes.PlaneDown) {
+		t.Fatalf("p1 is %s with every link down", after.Planes[1].State)
+	}
+	for i, ep := range after.Endpoints {
+		b, _ := json.Marshal(before.Endpoints[i].Spec)
+		a, _ := json.Marshal(ep.Spec)
+		if string(a) != string(b) {
+			t.Fatalf("%s's document changed with the plane:\n%s\n%s", ep.Endpoint, b, a)
+		}
+		if got := planesOf(ep); got != "p0=0.333 p2=0.333 p3=0.333" {
+			t.Fatalf("%s resolves to %s with p1 down", ep.Endpoint, got)
+		}
+	}
+	if len(after.Unusable) != 0 {
+		t.Fatalf("ports listed unusable for the plane's reason: %v", after.Unusable)
+	}
+	// One link down while its plane is up is the endpoint's own state.
+	one := Compute(Input{Topology: topo, Health: engineWith(t, topo, "s1:E0")}, DefaultConfig())
+	if p := find(one, "h000").Spec.Ports[1]; p.Link != "down" || len(one.Unusable) != 1 {
+		t.Fatalf("h000's port on p1 %+v, unusable %v", p, one.Unusable)
+	}
+}

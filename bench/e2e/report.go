@@ -90,7 +90,7 @@ func WriteConvergenceMarkdown(w io.Writer, r *ConvergenceResult, command string)
 		}
 		n := float64(len(r.Drains))
 		fmt.Fprintf(w, "\nDrain/undrain of p1, one operation a second, %d operations: per-operation p99 latency median %.0f ms, worst %.0f ms; "+
-			"median per-operation p50 %.0f ms; %.0f etcd writes and %.1f KiB per operation; fabricd used %.2f cores during the cycles.\n",
+			"median per-operation p50 %.0f ms; %.1f etcd writes and %.1f KiB per operation; fabricd used %.2f cores during the cycles.\n",
 			len(r.Drains), ms(quantiles(p99s).P50), ms(quantiles(p99s).Max), ms(quantiles(p50s).P50), writes/n, bytes/n/1024, r.FabricdCPUPerSec)
 		missing := 0
 		for _, d := range r.Drains {

@@ -28,10 +28,8 @@ func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer etcd.Close()
-	doc := contract.EndpointDoc{Generation: 3, Endpoint: "host-a", PathSet: contract.PathSet{Planes: []contract.PlanePath{
-		{Plane: "p0", Index: 0, Address: "127.0.0.1", Weight: 0.5, Entropy: 2},
-		{Plane: "p1", Index: 1, Address: "127.0.0.2", Weight: 0.5, Entropy: 2},
-	}}}
+	doc := contract.EndpointSpec{Schema: contract.SchemaVersion, Generation: 3, Endpoint: "host-a", Entropy: 2, DegradedLinkFactor: 0.5,
+		Ports: []contract.SpecPort{{Plane: "p0", Index: 0, Address: "127.0.0.1"}, {Plane: "p1", Index: 1, Address: "127.0.0.2"}}}
 	put := func(key string, v any) {
 		b, _ := json.Marshal(v)
 		if _, err := etcd.Client.Put(ctx, key, string(b)); err != nil {
@@ -39,7 +37,8 @@ func TestRunAppliesAndKeepsLastKnownGood(t *testing.T) {
 		}
 	}
 	put(contract.KeyEndpoint("host-a"), doc)
-	put(contract.KeyGeneration, contract.GenerationDoc{Generation: 3})
+	put(contract.KeyGeneration, contract.GenerationDoc{Schema: contract.SchemaVersion, Generation: 3, PlanesGeneration: 1, Planes: []contract.PlaneStatus{
+		{Name: "p0", Index: 0, State: "healthy", CapacityRatio: 1}, {Name: "p1", Index: 1, State: "healthy", CapacityRatio: 1}}})
 
 	stateDir := t.TempDir()
 	args := []string{"run", "--name", "host-a", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","),

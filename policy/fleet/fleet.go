@@ -125,8 +125,9 @@ const maxLaggards = 100
 
 // Convergence compares the statuses with the generation key; expected are
 // the endpoints of the topology (those not reporting are laggards too).
-// An endpoint whose own document is older than the target has converged
-// once it applied its own document's generation.
+// An endpoint has converged once it applied the configuration of the
+// target: its generation is the later of its own document's and the
+// planes' (contract.Configuration).
 func (r *Reader) Convergence(ctx context.Context, expected []string) (View, error) {
 	v := View{Laggards: []Laggard{}, Versions: map[string]int{}}
 	s, err := r.read(ctx)
@@ -143,8 +144,9 @@ func (r *Reader) Convergence(ctx context.Context, expected []string) (View, erro
 			v.Reporting++
 			v.countVersion(st.Version)
 		}
-		need := min(s.docGen[name], v.TargetGeneration)
-		if ok && st.AppliedGeneration >= need && need > 0 {
+		docGen := s.docGen[name]
+		need := min(max(docGen, s.planesGen), v.TargetGeneration)
+		if ok && st.AppliedGeneration >= need && docGen > 0 {
 			v.Applied++
 			continue
 		}
@@ -157,9 +159,10 @@ func (r *Reader) Convergence(ctx context.Context, expected []string) (View, erro
 
 // snapshot is one consistent read of what convergence is judged from.
 type snapshot struct {
-	target   uint64
-	statuses map[string]contract.StatusDoc
-	docGen   map[string]uint64 // generation of each endpoint's own document
+	target    uint64
+	planesGen uint64 // the generation at which the planes last changed
+	statuses  map[string]contract.StatusDoc
+	docGen    map[string]uint64 // generation of each endpoint's own document
 }
 
 // read gets the generation key, every status and every endpoint
@@ -179,7 +182,7 @@ func (r *Reader) read(ctx context.Context) (snapshot, error) {
 		if err := json.Unmarshal(kvs[0].Value, &g); err != nil {
 			return s, fmt.Errorf("fleet: generation key: %w", err)
 		}
-		s.target = g.Generation
+		s.target, s.planesGen = g.Generation, g.PlanesGeneration
 	}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		var st contract.StatusDoc

@@ -95,3 +95,24 @@ func putJSON(t *testing.T, cli *clientv3.Client, key string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// A plane event does not rewrite endpoint documents: an agent has converged
+// once it applied the planes' generation too.
+func TestConvergenceWaitsForThePlanes(t *testing.T) {
+	s := kvtest.New(t)
+	put := func(key string, v any) { putJSON(t, s.Client, key, v) }
+	put(contract.KeyGeneration, contract.GenerationDoc{Generation: 6, PlanesGeneration: 5})
+	for name, applied := range map[string]uint64{"old": 3, "new": 5, "nodoc": 6} {
+		if name != "nodoc" {
+			put(contract.KeyEndpoint(name), map[string]any{"generation": 3})
+		}
+		put(contract.KeyStatus(name), contract.StatusDoc{Endpoint: name, AppliedGeneration: applied})
+	}
+	v, err := New(s.Client).Convergence(context.Background(), []string{"old", "new", "nodoc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Applied != 1 || len(v.Laggards) != 2 || v.Laggards[0].Endpoint != "nodoc" || v.Laggards[1].Endpoint != "old" {
+		t.Fatalf("view %+v: want only \"new\" converged", v)
+	}
+}

@@ -553,7 +553,7 @@ func canonical(key string, value []byte) (uint64, []byte) {
 type (
 	planesDoc    contract.PlanesDoc
 	portsDoc     contract.PortsDoc
-	endpointDoc  contract.EndpointDoc
+	endpointDoc  contract.EndpointSpec
 	directoryDoc contract.DirectoryDoc
 )
 
@@ -588,7 +588,9 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	desired[contract.KeyPlanes] = &planesDoc{Schema: contract.SchemaVersion, Planes: in.Output.Planes}
 	desired[contract.KeyPorts] = &portsDoc{Schema: contract.SchemaVersion, Unusable: in.Output.Unusable}
 	for _, ep := range in.Output.Endpoints {
-		desired[contract.KeyEndpoint(ep.Endpoint)] = &endpointDoc{Schema: contract.SchemaVersion, Endpoint: ep.Endpoint, PathSet: ep.PathSet, RatePolicy: ep.Rate}
+		spec := endpointDoc(ep.Spec)
+		spec.Schema, spec.Generation = contract.SchemaVersion, 0
+		desired[contract.KeyEndpoint(ep.Endpoint)] = &spec
 		desired[contract.KeyDirectory(ep.Endpoint)] = &directoryDoc{Schema: contract.SchemaVersion, Endpoint: ep.Endpoint, Ports: ep.Ports}
 	}
 	var ops []op
@@ -654,8 +656,7 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 			return res, errCrashed
 		}
 	}
-	genDoc, _ := json.Marshal(contract.GenerationDoc{Schema: contract.SchemaVersion, Generation: gen, ComputedAt: time.Now().UTC(),
-		TopologyRevision: in.TopologyRevision, Leader: w.p.cfg.ID})
+	genDoc, _ := json.Marshal(w.generationDoc(gen, in, ops))
 	if err := w.txn(ctx, []clientv3.Op{clientv3.OpPut(contract.KeyGeneration, string(genDoc))}); err != nil {
 		w.content = nil
 		return res, err
@@ -674,6 +675,38 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	w.p.highest.Store(gen)
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// generationDoc is the generation key of an update writing ops: the
+// planes, and the endpoints whose document changed since the last complete
+// generation (those ops wrote or deleted, and any a failed update left).
+func (w *writer) generationDoc(gen uint64, in Input, ops []op) contract.GenerationDoc {
+	planesGen := w.gens[contract.KeyPlanes]
+	changed := map[string]bool{}
+	for _, o := range ops {
+		if name, ok := strings.CutPrefix(o.key, contract.PrefixEndpoints); ok {
+			changed[name] = true
+		}
+		if o.key == contract.KeyPlanes {
+			planesGen = gen
+		}
+	}
+	for key, g := range w.gens {
+		if name, ok := strings.CutPrefix(key, contract.PrefixEndpoints); ok && g > w.genKey {
+			changed[name] = true
+		}
+	}
+	doc := contract.GenerationDoc{Schema: contract.SchemaVersion, Generation: gen, ComputedAt: time.Now().UTC(),
+		TopologyRevision: in.TopologyRevision, Leader: w.p.cfg.ID, Planes: in.Output.Planes, PlanesGeneration: planesGen}
+	if len(changed) > contract.MaxChanged {
+		doc.ChangedAll = true
+		return doc
+	}
+	for name := range changed {
+		doc.Changed = append(doc.Changed, name)
+	}
+	slices.Sort(doc.Changed)
+	return doc
 }
 
 // attempt runs op with AttemptTimeout, again after a failure, until it

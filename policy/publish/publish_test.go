@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,20 +19,19 @@ import (
 	"github.com/multiplane/multiplane/policy/publish"
 )
 
-// output builds a policy output for n endpoints; weight skews h000.
+// output builds a policy output for n endpoints; skew takes h000's link
+// on p1 down.
 func output(n int, skew bool) policy.Output {
 	var out policy.Output
 	out.Planes = []contract.PlaneStatus{{Name: "p0", Index: 0, State: "healthy", CapacityRatio: 1}, {Name: "p1", Index: 1, State: "healthy", CapacityRatio: 1}}
 	for i := 0; i < n; i++ {
-		w := 0.5
+		spec := contract.EndpointSpec{Endpoint: fmt.Sprintf("h%03d", i), Entropy: 4, DegradedLinkFactor: 0.5, Class: "default",
+			Ports: []contract.SpecPort{{Plane: "p0", Index: 0, Address: fmt.Sprintf("10.0.0.%d", i+1)}, {Plane: "p1", Index: 1, Address: fmt.Sprintf("10.0.1.%d", i+1)}}}
 		if skew && i == 0 {
-			w = 1
+			spec.Ports[1].Link = "down"
 		}
-		ps := contract.PathSet{Planes: []contract.PlanePath{{Plane: "p0", Index: 0, Address: fmt.Sprintf("10.0.0.%d", i+1), Weight: w, Entropy: 4}}}
-		if w < 1 {
-			ps.Planes = append(ps.Planes, contract.PlanePath{Plane: "p1", Index: 1, Address: fmt.Sprintf("10.0.1.%d", i+1), Weight: 0.5, Entropy: 4})
-		}
-		out.Endpoints = append(out.Endpoints, policy.EndpointPolicy{Endpoint: fmt.Sprintf("h%03d", i), PathSet: ps, Rate: contract.RatePolicy{Class: "default"}})
+		ps, rate := contract.Resolve(spec, out.Planes)
+		out.Endpoints = append(out.Endpoints, policy.EndpointPolicy{Endpoint: spec.Endpoint, Spec: spec, PathSet: ps, Rate: rate})
 	}
 	return out
 }
@@ -115,12 +115,47 @@ func TestPublishesChangedDocumentsThenGeneration(t *testing.T) {
 	if g, _ := generationOf(t, cli, contract.KeyEndpoint("h000")); g != 2 {
 		t.Fatalf("h000 at generation %d, want 2", g)
 	}
+	if g := generationDoc(t, cli); !slices.Equal(g.Changed, []string{"h000"}) || g.ChangedAll || g.PlanesGeneration != 1 {
+		t.Fatalf("generation document %+v: want h000 alone changed, planes of generation 1", g)
+	}
+
+	// A plane fails: its state and the generation key, no endpoint's
+	// document (docs/etcd-layout.md, O(1) plane events).
+	down := output(100, true)
+	down.Planes[1].State, down.Planes[1].CapacityRatio = "down", 0
+	src.set(down)
+	p.Trigger()
+	if r = waitResult(t, results); r.Generation != 3 || r.Written != 2 {
+		t.Fatalf("plane-down publication = %+v, want the planes and generation keys", r)
+	}
+	if g := generationDoc(t, cli); len(g.Changed) != 0 || g.ChangedAll || g.PlanesGeneration != 3 || g.Planes[1].State != "down" {
+		t.Fatalf("generation document after plane down %+v", g)
+	}
 
 	src.set(output(90, true)) // ten endpoints leave
 	p.Trigger()
 	if r = waitResult(t, results); r.Deleted != 20 {
-		t.Fatalf("third publication = %+v", r)
+		t.Fatalf("fourth publication = %+v", r)
 	}
+	if g := generationDoc(t, cli); len(g.Changed) != 10 || g.Changed[0] != "h090" {
+		t.Fatalf("generation document after deletions lists %v", g.Changed)
+	}
+}
+
+func generationDoc(t *testing.T, cli *clientv3.Client) contract.GenerationDoc {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), contract.KeyGeneration)
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("get generation: %v", err)
+	}
+	var g contract.GenerationDoc
+	if err := json.Unmarshal(resp.Kvs[0].Value, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 func TestOneLeaderAndTakeover(t *testing.T) {
@@ -184,7 +219,7 @@ func TestCrashMidUpdateIsCompletedByNextLeader(t *testing.T) {
 
 	next := output(50, true)
 	for i := range next.Endpoints { // every endpoint changes
-		next.Endpoints[i].Rate.EgressBps = 1e9
+		next.Endpoints[i].Spec.EgressBps = 1e9
 	}
 	src.set(next)
 	a.CrashAfterTxns(2) // 32 writes: directory/h000, then endpoints h000..h030
@@ -213,6 +248,11 @@ func TestCrashMidUpdateIsCompletedByNextLeader(t *testing.T) {
 	r := waitResult(t, res2)
 	if r.Generation != 3 {
 		t.Fatalf("next leader published generation %d, want 3", r.Generation)
+	}
+	// What the crashed update wrote counts as changed in the next complete
+	// generation, so agents wait for it.
+	if gd := generationDoc(t, store.Client); len(gd.Changed) != 50 {
+		t.Fatalf("generation %d lists %d changed endpoints, want all 50 (31 left by the crash)", gd.Generation, len(gd.Changed))
 	}
 	g, _ := generationOf(t, store.Client, contract.KeyGeneration)
 	for i := 0; i < 50; i++ {
