@@ -23,12 +23,6 @@ const (
 // uses the ports with a live link on a drained plane (or with a drained
 // switch or link), and failing that every port, equally.
 func Resolve(spec EndpointSpec, planes []PlaneStatus) (PathSet, RatePolicy) {
-	type candidate struct {
-		port      SpecPort
-		live      bool // a live link, as far as the documents tell
-		preferred bool
-		weight    float64
-	}
 	info := func(name string) PlaneStatus {
 		for _, p := range planes {
 			if p.Name == name {
@@ -37,46 +31,53 @@ func Resolve(spec EndpointSpec, planes []PlaneStatus) (PathSet, RatePolicy) {
 		}
 		return PlaneStatus{Name: name, State: "healthy", CapacityRatio: 1}
 	}
-	cands := make([]candidate, 0, len(spec.Ports))
+	type candidate struct {
+		live      bool // a live link, as far as the documents tell
+		preferred bool
+		weight    float64
+	}
+	var buf [16]candidate // fabricd resolves thousands of endpoints per computation
+	cands := buf[:0]
+	nPreferred, nLive := 0, 0
 	for _, p := range spec.Ports {
 		ps := info(p.Plane)
-		c := candidate{port: p, live: p.Link != linkDown && ps.State != planeDown}
+		c := candidate{live: p.Link != linkDown && ps.State != planeDown}
 		c.preferred = c.live && !ps.Drained && !p.Drained
 		c.weight = math.Max(ps.CapacityRatio, 0.01)
 		if p.Link == linkDegraded {
 			c.weight *= spec.DegradedLinkFactor
 		}
+		nPreferred, nLive = nPreferred+b2i(c.preferred), nLive+b2i(c.live)
 		cands = append(cands, c)
 	}
-	pick := func(keep func(candidate) bool, equal bool) []candidate {
-		var out []candidate
-		for _, c := range cands {
-			if keep(c) {
-				if equal {
-					c.weight = 1
-				}
-				out = append(out, c)
-			}
-		}
-		return out
-	}
 	var ps PathSet
-	chosen := pick(func(c candidate) bool { return c.preferred }, false)
-	if len(chosen) == 0 {
+	keep := func(c candidate) bool { return c.preferred }
+	equal := false // every chosen port weighs the same
+	switch {
+	case nPreferred > 0:
+	case nLive > 0:
 		ps.Fallback = "no preferred plane: using planes with a live link"
-		chosen = pick(func(c candidate) bool { return c.live }, true)
-	}
-	if len(chosen) == 0 {
+		keep, equal = func(c candidate) bool { return c.live }, true
+	default:
 		ps.Fallback = "no live link: using every port"
-		chosen = pick(func(candidate) bool { return true }, true)
+		keep, equal = func(candidate) bool { return true }, true
 	}
 	total := 0.0
-	for _, c := range chosen {
-		total += c.weight
+	for i, c := range cands {
+		if keep(c) {
+			if equal {
+				cands[i].weight = 1
+			}
+			total += cands[i].weight
+		}
 	}
-	for _, c := range chosen {
-		ps.Planes = append(ps.Planes, PlanePath{Plane: c.port.Plane, Index: c.port.Index, Address: c.port.Address,
-			Weight: roundWeight(c.weight / total), Entropy: spec.Entropy})
+	ps.Planes = make([]PlanePath, 0, len(cands))
+	for i, c := range cands {
+		if keep(c) {
+			p := spec.Ports[i]
+			ps.Planes = append(ps.Planes, PlanePath{Plane: p.Plane, Index: p.Index, Address: p.Address,
+				Weight: roundWeight(c.weight / total), Entropy: spec.Entropy})
+		}
 	}
 	slices.SortFunc(ps.Planes, func(a, b PlanePath) int { return a.Index - b.Index })
 
@@ -99,6 +100,13 @@ func Configuration(spec EndpointSpec, gen GenerationDoc) EndpointDoc {
 	ps, rate := Resolve(spec, gen.Planes)
 	return EndpointDoc{Schema: SchemaVersion, Generation: max(spec.Generation, gen.PlanesGeneration),
 		Endpoint: spec.Endpoint, PathSet: ps, RatePolicy: rate}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // roundWeight keeps documents stable across float noise.

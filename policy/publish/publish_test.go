@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -125,8 +126,8 @@ func TestPublishesChangedDocumentsThenGeneration(t *testing.T) {
 	down.Planes[1].State, down.Planes[1].CapacityRatio = "down", 0
 	src.set(down)
 	p.Trigger()
-	if r = waitResult(t, results); r.Generation != 3 || r.Written != 2 {
-		t.Fatalf("plane-down publication = %+v, want the planes and generation keys", r)
+	if r = waitResult(t, results); r.Generation != 3 || r.Written != 2 || r.Txns != 1 {
+		t.Fatalf("plane-down publication = %+v, want the planes and generation keys in one transaction", r)
 	}
 	if g := generationDoc(t, cli); len(g.Changed) != 0 || g.ChangedAll || g.PlanesGeneration != 3 || g.Planes[1].State != "down" {
 		t.Fatalf("generation document after plane down %+v", g)
@@ -259,6 +260,40 @@ func TestCrashMidUpdateIsCompletedByNextLeader(t *testing.T) {
 		d, _ := generationOf(t, store.Client, contract.KeyEndpoint(fmt.Sprintf("h%03d", i)))
 		if d > g {
 			t.Fatalf("h%03d at generation %d beyond the generation key %d", i, d, g)
+		}
+	}
+}
+
+// Every field of an endpoint document but its generation counts in the
+// comparison that spares re-encoding unchanged documents: a field added
+// later and forgotten there would leave stale documents in etcd.
+func TestSameSpecComparesEveryField(t *testing.T) {
+	base := output(1, false).Endpoints[0].Spec
+	if !publish.SameSpec(base, base) {
+		t.Fatal("a document differs from itself")
+	}
+	v := reflect.ValueOf(base)
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		changed := base
+		changed.Ports = slices.Clone(base.Ports)
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		case reflect.Uint64:
+			f.SetUint(f.Uint() + 1)
+		case reflect.Float64:
+			f.SetFloat(f.Float() + 0.25)
+		case reflect.Slice:
+			changed.Ports[0].Link = "degraded"
+		default:
+			t.Fatalf("field %s of kind %s: extend this test", name, f.Kind())
+		}
+		if same := publish.SameSpec(base, changed); same != (name == "Generation") {
+			t.Errorf("changing %s: same = %v", name, same)
 		}
 	}
 }
