@@ -69,6 +69,10 @@ type ConvergenceResult struct {
 	AgentHeapBytes   float64 // per agent
 	AgentGoroutines  float64 // per agent
 	FabricdCPUPerSec float64 // during the drain cycles
+	// DrainWrites and DrainBytes are fabricd's etcd writes and bytes over
+	// all drain operations, from fresh /metrics answers before and after
+	// (one per operation would read answers cached for a second).
+	DrainWrites, DrainBytes float64
 }
 
 // recorder is the benchmark's Applier: it records when each agent applied
@@ -291,6 +295,7 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	logger.Info("plane up converged", "p99", res.PlaneUp.Latency.P99, "missing", res.PlaneUp.Missing)
 
 	// Drain and undrain p1, one operation a second.
+	startCounters := readPolicyCounters(ctx, fd, true)
 	cpu0, _ := cpuSeconds(fd.Pid())
 	cyclesStart := time.Now()
 	for i := 0; i < cfg.DrainCycles && ctx.Err() == nil; i++ {
@@ -314,6 +319,10 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	}
 	cpu1, _ := cpuSeconds(fd.Pid())
 	res.FabricdCPUPerSec = (cpu1 - cpu0) / time.Since(cyclesStart).Seconds()
+	if len(res.Drains) > 0 {
+		end := readPolicyCounters(ctx, fd, true)
+		res.DrainWrites, res.DrainBytes = end.writes-startCounters.writes, end.bytes-startCounters.bytes
+	}
 	return res, ctx.Err()
 }
 

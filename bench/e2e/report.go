@@ -83,15 +83,13 @@ func WriteConvergenceMarkdown(w io.Writer, r *ConvergenceResult, command string)
 	convRow(w, "plane p0 back up (after the 1 s up-hold)", r.PlaneUp)
 	if len(r.Drains) > 0 {
 		var p50s, p99s []time.Duration
-		var writes, bytes, cpu float64
 		for _, d := range r.Drains {
 			p50s, p99s = append(p50s, d.Latency.P50), append(p99s, d.Latency.P99)
-			writes, bytes, cpu = writes+d.Writes, bytes+d.Bytes, cpu+d.CPU
 		}
 		n := float64(len(r.Drains))
 		fmt.Fprintf(w, "\nDrain/undrain of p1, one operation a second, %d operations: per-operation p99 latency median %.0f ms, worst %.0f ms; "+
 			"median per-operation p50 %.0f ms; %.1f etcd writes and %.1f KiB per operation; fabricd used %.2f cores during the cycles.\n",
-			len(r.Drains), ms(quantiles(p99s).P50), ms(quantiles(p99s).Max), ms(quantiles(p50s).P50), writes/n, bytes/n/1024, r.FabricdCPUPerSec)
+			len(r.Drains), ms(quantiles(p99s).P50), ms(quantiles(p99s).Max), ms(quantiles(p50s).P50), r.DrainWrites/n, r.DrainBytes/n/1024, r.FabricdCPUPerSec)
 		missing := 0
 		for _, d := range r.Drains {
 			missing += d.Missing
