@@ -204,19 +204,22 @@ func (a *Agent) applyLKG() {
 // watchState is what the agent last read from etcd: the generation
 // document (the planes and the endpoints its generation changed) and the
 // endpoint's own document, which it resolves together
-// (contract.Configuration). Two watches deliver them, in no common order,
-// so the agent applies a pair only when it knows the pair is one
-// generation's: the own document is not from a later generation than the
-// generation key, and not older than a generation key seen since named it
-// as changed (need). A generation that changed too many endpoints to name
-// them (ChangedAll) makes the agent read its own document at the
-// generation key's revision (readAt).
+// (contract.Configuration). Two watches deliver them in no common order,
+// so the agent applies a pair only when it knows it is one complete
+// generation's, by etcd revisions: the own document was written no later
+// than the generation key (which fabricd writes last), and, when a
+// generation key named the endpoint as changed, no earlier than the
+// generation key before it (needRev). A generation that changed too many
+// endpoints to name them (ChangedAll), or that follows a refused one,
+// makes the agent read its document as of the generation key (readAt).
 type watchState struct {
 	gen     *contract.GenerationDoc // the latest valid generation document
-	spec    *contract.EndpointSpec  // the latest valid own document (nil: none or deleted)
-	specRev int64                   // the revision spec was written at
-	need    uint64                  // spec generation the generations seen require
-	readAt  int64                   // read spec at this revision before evaluating (0: no)
+	genRev  int64                   // the revision it was written at
+	spec    *contract.EndpointSpec  // the latest valid own document (nil: none, deleted or rejected)
+	specRev int64                   // the revision of the own document's latest event
+	needRev int64                   // the own document must be written at or after this revision
+	readAt  int64                   // read the own document at this revision before evaluating (0: no)
+	refused bool                    // a generation key was refused: what it changed is unknown
 }
 
 // watchLoop reads both keys and watches them from the next revision, and
@@ -279,14 +282,14 @@ func (a *Agent) read(ctx context.Context, cli *clientv3.Client) (*watchState, in
 	}
 	st := &watchState{}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		a.onGeneration(st, kvs[0].Value, 0)
+		a.onGeneration(st, kvs[0].Value, kvs[0].ModRevision)
 	}
-	st.need, st.readAt = 0, 0
+	st.needRev, st.readAt, st.refused = 0, 0, false // read with the document: nothing to wait for
 	kvs := resp.Responses[1].GetResponseRange().Kvs
 	if len(kvs) > 0 {
 		a.onDocument(st, kvs[0].Value, true, kvs[0].ModRevision)
 	} else {
-		a.onDocument(st, nil, false, resp.Header.Revision)
+		a.onDocument(st, nil, false, 0)
 	}
 	a.reads.Add(1)
 	a.genRev.Store(resp.Header.Revision)
@@ -294,8 +297,8 @@ func (a *Agent) read(ctx context.Context, cli *clientv3.Client) (*watchState, in
 	return st, resp.Header.Revision, nil
 }
 
-// readDocumentAt reads the endpoint's document as it was at st.readAt,
-// when a generation changed more endpoints than it names.
+// readDocumentAt reads the endpoint's document as it was at st.readAt, the
+// latest generation key's revision: it is then that generation's.
 func (a *Agent) readDocumentAt(ctx context.Context, cli *clientv3.Client, st *watchState) error {
 	rev := st.readAt
 	rctx, cancel := context.WithTimeout(ctx, readTimeout)
@@ -305,21 +308,14 @@ func (a *Agent) readDocumentAt(ctx context.Context, cli *clientv3.Client, st *wa
 		return fmt.Errorf("agent: read own document at revision %d: %w", rev, err)
 	}
 	a.reads.Add(1)
-	st.readAt = 0
-	if st.specRev > rev { // the watch already delivered a later one
-		var doc contract.EndpointSpec
-		if len(resp.Kvs) > 0 && json.Unmarshal(resp.Kvs[0].Value, &doc) == nil {
-			st.need = max(st.need, doc.Generation)
-		}
-		return nil
+	st.readAt, st.needRev = 0, 0
+	if st.specRev > rev {
+		return nil // the watch already delivered a later one, of a later generation
 	}
 	if len(resp.Kvs) > 0 {
 		a.onDocument(st, resp.Kvs[0].Value, true, resp.Kvs[0].ModRevision)
 	} else {
-		a.onDocument(st, nil, false, rev)
-	}
-	if st.spec != nil {
-		st.need = max(st.need, st.spec.Generation)
+		a.onDocument(st, nil, false, 0)
 	}
 	return nil
 }
@@ -379,8 +375,7 @@ func (a *Agent) watch(ctx context.Context, cli *clientv3.Client, st *watchState,
 	}
 }
 
-// onGeneration takes a new value of the generation key written at rev (0:
-// read together with the own document, so nothing to wait for).
+// onGeneration takes a new value of the generation key, written at rev.
 func (a *Agent) onGeneration(st *watchState, value []byte, rev int64) {
 	var g contract.GenerationDoc
 	err := json.Unmarshal(value, &g)
@@ -390,22 +385,17 @@ func (a *Agent) onGeneration(st *watchState, value []byte, rev int64) {
 	if err != nil {
 		a.logger.Warn("fabric generation refused; keeping the applied configuration", "err", err)
 		a.setErr("generation", fmt.Sprintf("fabric generation key: %v", err))
-		return // keep the last good value
+		st.refused = true // hold until a valid one, then read the document as of it
+		return
 	}
 	a.setErr("generation", "")
-	if st.gen != nil && g.Generation < st.gen.Generation { // rewound by hand: start over
-		st.need, st.readAt = 0, rev
-	}
 	switch {
-	case rev == 0:
-	case g.ChangedAll:
-		if st.spec == nil || st.spec.Generation != g.Generation {
-			st.readAt = rev
-		}
+	case st.refused || st.readAt != 0 || g.ChangedAll:
+		st.readAt, st.refused = rev, false
 	case slices.Contains(g.Changed, a.cfg.Endpoint):
-		st.need = max(st.need, g.Generation)
+		st.needRev = max(st.needRev, st.genRev+1) // written after the previous generation key
 	}
-	st.gen = &g
+	st.gen, st.genRev = &g, rev
 }
 
 // onDocument takes a new value of the endpoint's document, written at rev:
@@ -442,11 +432,15 @@ func (a *Agent) onDocument(st *watchState, value []byte, present bool, rev int64
 // both are known to belong to one complete generation.
 func (a *Agent) evaluate(st *watchState) {
 	g, s := st.gen, st.spec
-	if g == nil || s == nil || s.Generation > g.Generation || s.Generation < st.need || st.readAt != 0 {
+	if g == nil || s == nil || st.refused || st.readAt != 0 || st.specRev > st.genRev || st.specRev < st.needRev {
 		return
 	}
 	doc := contract.Configuration(*s, *g)
-	if err := doc.Validate(a.cfg.Endpoint, a.planes); err != nil {
+	err := contract.CheckPlanes(*s, g.Planes)
+	if err == nil {
+		err = doc.Validate(a.cfg.Endpoint, a.planes)
+	}
+	if err != nil {
 		a.logger.Warn("configuration rejected; keeping the applied one", "generation", doc.Generation, "err", err)
 		a.setErr("document", fmt.Sprintf("rejected configuration generation %d: %v", doc.Generation, err))
 		return

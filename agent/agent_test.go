@@ -136,7 +136,8 @@ func TestSchemaVersions(t *testing.T) {
 	d.Schema = "2.7"
 	v := mustJSON(t, d)
 	putRaw(t, cli, contract.KeyEndpoint("host-a"), v[:len(v)-1]+`,"added_in_2_7":{"x":1}}`)
-	putRaw(t, cli, contract.KeyGeneration, `{"schema":"2.7","generation":1,"new_field":true}`)
+	g := mustJSON(t, contract.GenerationDoc{Schema: "2.7", Generation: 1, PlanesGeneration: 1, Planes: healthy(4)})
+	putRaw(t, cli, contract.KeyGeneration, g[:len(g)-1]+`,"new_field":true}`)
 	start(t, a)
 	testutil.WaitFor(t, wait, "generation 1 (schema 2.7) applied", func() bool { return rec.last() == 1 })
 
@@ -478,12 +479,10 @@ func TestConfigDefaultsAndFlags(t *testing.T) {
 	}
 }
 
-// The generation key and the endpoint's document arrive on two watches in
-// no common order. The agent applies its document with the planes of one
-// generation only: a generation that names the endpoint as changed waits
-// for its document; one that names no one applies the planes alone; one
-// that changed too many to name makes the agent read its document at the
-// generation's revision.
+// The agent applies its document with the planes of one generation only: a
+// generation that names no one applies the planes alone; one that changed
+// too many to name makes the agent read its document at the generation's
+// revision.
 func TestAppliesOwnAndSharedDocumentsOfOneGeneration(t *testing.T) {
 	s := kvtest.New(t)
 	cli := s.Client
@@ -494,18 +493,14 @@ func TestAppliesOwnAndSharedDocumentsOfOneGeneration(t *testing.T) {
 	start(t, a)
 	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
 
-	// Generation 2 takes plane p1 down and this endpoint's link on p0: its
-	// generation key is seen before its document.
+	// Generation 2 takes plane p1 down and this endpoint's link on p0
+	// (the orders of delivery: TestOneGenerationWhateverTheOrderOfDelivery).
 	planes := healthy(4)
 	planes[1].State, planes[1].CapacityRatio = "down", 0
-	rev := putGenDoc(t, cli, contract.GenerationDoc{Generation: 2, PlanesGeneration: 2, Planes: planes, Changed: []string{"host-a", "host-b"}})
-	testutil.WaitFor(t, wait, "the agent to see generation 2", func() bool { return a.genRev.Load() >= rev })
-	if got := rec.generations(); !slices.Equal(got, []uint64{1}) {
-		t.Fatalf("applied %v before the document of generation 2 arrived: a partial generation", got)
-	}
 	d := doc("host-a", 2)
 	d.Ports[0].Link = "down"
 	putDoc(t, cli, d)
+	rev := putGenDoc(t, cli, contract.GenerationDoc{Generation: 2, PlanesGeneration: 2, Planes: planes, Changed: []string{"host-a", "host-b"}})
 	testutil.WaitFor(t, wait, "generation 2 applied", func() bool { return rec.last() == 2 })
 	if got := appliedPlanes(rec); got != "p2 p3" {
 		t.Fatalf("generation 2 applied as %q, want p2 p3 (p0's link and plane p1 down)", got)
@@ -525,11 +520,18 @@ func TestAppliesOwnAndSharedDocumentsOfOneGeneration(t *testing.T) {
 	testutil.WaitFor(t, wait, "the agent to read its document at generation 4", func() bool {
 		return a.genRev.Load() >= rev && a.reads.Load() == reads+1
 	})
-	putDoc(t, cli, doc("host-a", 5))
+	// The same with the generation key seen before the document it goes
+	// with: read as of the key, the document is generation 5's.
+	d = doc("host-a", 5)
+	d.Ports[0].Link = "degraded"
 	putGenDoc(t, cli, contract.GenerationDoc{Generation: 5, PlanesGeneration: 3, Planes: healthy(4), ChangedAll: true})
-	testutil.WaitFor(t, wait, "generation 5 applied", func() bool { return rec.last() == 5 })
-	if got := rec.generations(); !slices.Equal(got, []uint64{1, 2, 3, 5}) {
-		t.Fatalf("applied %v, want [1 2 3 5]", got)
+	putDoc(t, cli, d) // too late for generation 5: it must not be applied with its planes
+	d.Generation = 6
+	putDoc(t, cli, d)
+	putGenDoc(t, cli, contract.GenerationDoc{Generation: 6, PlanesGeneration: 3, Planes: healthy(4), Changed: []string{"host-a"}})
+	testutil.WaitFor(t, wait, "generation 6 applied", func() bool { return rec.last() == 6 })
+	if got := rec.generations(); !slices.Equal(got, []uint64{1, 2, 3, 6}) {
+		t.Fatalf("applied %v, want [1 2 3 6]: the document written after generation 5's key is not generation 5's", got)
 	}
 	if st := a.Status(); len(st.Errors) != 0 {
 		t.Fatalf("status errors %q", st.Errors)
@@ -545,4 +547,117 @@ func appliedPlanes(rec *recorder) string {
 		names = append(names, p.Plane)
 	}
 	return strings.Join(names, " ")
+}
+
+// A leader that died mid-update left this endpoint's document of its
+// generation; the next leader's generation names the endpoint. The agent
+// takes the document it has (written after the previous generation key)
+// and does not wait for another.
+func TestDocumentLeftByACrashedUpdateIsApplied(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	start(t, a)
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	putDoc(t, cli, doc("host-a", 2)) // the crashed update
+	putGenDoc(t, cli, contract.GenerationDoc{Generation: 3, PlanesGeneration: 1, Planes: healthy(4), Changed: []string{"host-a"}})
+	testutil.WaitFor(t, wait, "generation 2's document applied", func() bool { return rec.last() == 2 })
+}
+
+// A generation key lacking a plane the endpoint's ports are on is refused
+// (the plane would resolve as healthy), and one refused for any reason
+// makes the agent read its document as of the next valid key, whose
+// changes it cannot otherwise know.
+func TestGenerationKeyRefusals(t *testing.T) {
+	s := kvtest.New(t)
+	cli := s.Client
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	start(t, a)
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+
+	planes := healthy(4)[:3]
+	putDoc(t, cli, doc("host-a", 2))
+	rev := putGenDoc(t, cli, contract.GenerationDoc{Generation: 2, PlanesGeneration: 2, Planes: planes, Changed: []string{"host-a"}})
+	testutil.WaitFor(t, wait, "the refusal in the status", func() bool {
+		return a.genRev.Load() >= rev && strings.Contains(strings.Join(a.Status().Errors, ";"), `no state for plane "p3"`)
+	})
+	if rec.last() != 1 {
+		t.Fatalf("applied %v with a generation key lacking p3", rec.generations())
+	}
+
+	putDoc(t, cli, doc("host-a", 3))
+	rev = putRaw(t, cli, contract.KeyGeneration, `{"schema":"3.0","generation":3,"changed":["host-a"]}`)
+	testutil.WaitFor(t, wait, "the agent to see generation 3", func() bool { return a.genRev.Load() >= rev })
+	reads := a.reads.Load()
+	putGenDoc(t, cli, contract.GenerationDoc{Generation: 4, PlanesGeneration: 2, Planes: healthy(4)})
+	testutil.WaitFor(t, wait, "generation 3's document applied", func() bool { return a.Status().AppliedGeneration == 3 })
+	if a.reads.Load() != reads+1 {
+		t.Fatalf("%d reads after the refused key, want 1", a.reads.Load()-reads)
+	}
+	if st := a.Status(); len(st.Errors) != 0 {
+		t.Fatalf("status errors %q", st.Errors)
+	}
+}
+
+// The generation key and the endpoint's document arrive on two watches in
+// no common order: whichever comes first, the agent applies nothing until
+// it holds both of one generation, and never its old document with the
+// new planes.
+func TestOneGenerationWhateverTheOrderOfDelivery(t *testing.T) {
+	planes := healthy(4)
+	planes[1].State, planes[1].CapacityRatio = "down", 0
+	d2 := doc("host-a", 2)
+	d2.Ports[0].Link = "down"
+	gen1 := mustJSON(t, contract.GenerationDoc{Schema: contract.SchemaVersion, Generation: 1, PlanesGeneration: 1, Planes: healthy(4)})
+	gen2 := mustJSON(t, contract.GenerationDoc{Schema: contract.SchemaVersion, Generation: 2, PlanesGeneration: 2, Planes: planes, Changed: []string{"host-a"}})
+	gen3 := mustJSON(t, contract.GenerationDoc{Schema: contract.SchemaVersion, Generation: 3, PlanesGeneration: 3, Planes: healthy(4)})
+	// Revisions as fabricd writes them: document 1 (4), key 1 (5),
+	// document 2 (10), key 2 (11), key 3 (12).
+	type event struct {
+		gen   bool
+		value string
+		rev   int64
+	}
+	doc2, key2, key3 := event{false, mustJSON(t, d2), 10}, event{true, gen2, 11}, event{true, gen3, 12}
+	for name, order := range map[string][]event{
+		"document first": {doc2, key2, key3},
+		"key first":      {key2, doc2, key3},
+		"keys first":     {key2, key3, doc2},
+	} {
+		rec := &recorder{}
+		a := newAgent(t, Config{Endpoint: "host-a", EtcdEndpoints: []string{"http://127.0.0.1:1"}, Planes: 4}, rec) // never run: events fed by hand
+		st := &watchState{}
+		a.onGeneration(st, []byte(gen1), 5)
+		a.onDocument(st, []byte(mustJSON(t, doc("host-a", 1))), true, 4)
+		a.evaluate(st)
+		for _, ev := range order {
+			if ev.gen {
+				a.onGeneration(st, []byte(ev.value), ev.rev)
+			} else {
+				a.onDocument(st, []byte(ev.value), true, ev.rev)
+			}
+			a.evaluate(st)
+		}
+		rec.mu.Lock()
+		for _, c := range rec.applied {
+			var got []string
+			for _, p := range c.PathSet.Planes {
+				got = append(got, p.Plane)
+			}
+			want := map[uint64]string{1: "p0 p1 p2 p3", 2: "p2 p3", 3: "p1 p2 p3"}[c.Generation]
+			if strings.Join(got, " ") != want {
+				t.Errorf("%s: generation %d applied as %v, want %s: a mix of two generations", name, c.Generation, got, want)
+			}
+		}
+		rec.mu.Unlock()
+		if got := rec.generations(); got[0] != 1 || got[len(got)-1] != 3 {
+			t.Errorf("%s: applied %v, want from 1 to 3", name, got)
+		}
+	}
 }

@@ -89,7 +89,8 @@ type EndpointDoc struct {
 type PathSet struct {
 	Planes []PlanePath `json:"planes"`
 	// Fallback says the preferred planes were all unusable, so the set
-	// holds what is left (drained or down planes with a live link).
+	// holds what is left (live links on drained planes or drained
+	// switches and links, else every port).
 	Fallback string `json:"fallback,omitempty"`
 }
 

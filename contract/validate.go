@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 )
 
 // ErrInvalidDocument is wrapped by every validation error.
@@ -201,6 +202,22 @@ func (g *GenerationDoc) Validate() error {
 	}
 	if len(g.Changed) > MaxChanged {
 		return bad("%d changed endpoints, more than %d", len(g.Changed), MaxChanged)
+	}
+	return nil
+}
+
+// CheckPlanes reports whether planes (a generation document's) has the
+// state of every plane an endpoint document's ports are on, at the same
+// index: a plane missing from it would resolve as healthy.
+func CheckPlanes(spec EndpointSpec, planes []PlaneStatus) error {
+	for _, p := range spec.Ports {
+		i := slices.IndexFunc(planes, func(s PlaneStatus) bool { return s.Name == p.Plane })
+		if i < 0 {
+			return fmt.Errorf("%w: generation document has no state for plane %q", ErrInvalidDocument, p.Plane)
+		}
+		if planes[i].Index != p.Index {
+			return fmt.Errorf("%w: plane %q is index %d in the generation document, %d in the endpoint's", ErrInvalidDocument, p.Plane, planes[i].Index, p.Index)
+		}
 	}
 	return nil
 }

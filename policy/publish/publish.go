@@ -631,7 +631,11 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	newContent := make(map[string][]byte, len(desired))
 	last := make(map[string]any, len(desired))
 	for key, d := range desired {
-		if sameDocument(w.last[key], d) && w.content[key] != nil {
+		// A document a failed update left (its generation is above the
+		// generation key's) is written again at this generation, so the
+		// generation key names exactly what it wrote.
+		orphan := w.gens[key] > w.genKey
+		if !orphan && sameDocument(w.last[key], d) && w.content[key] != nil {
 			newContent[key], last[key] = w.content[key], w.last[key]
 			continue
 		}
@@ -644,7 +648,7 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 			return Result{}, fmt.Errorf("publish: encode %s: %w", key, err)
 		}
 		newContent[key] = content
-		if bytes.Equal(w.content[key], content) {
+		if !orphan && bytes.Equal(w.content[key], content) {
 			continue
 		}
 		d.setGeneration(gen)
@@ -681,7 +685,7 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	genOp := clientv3.OpPut(contract.KeyGeneration, string(genDoc))
 	// A small update (a plane event, a drain) is one transaction with the
 	// generation key: one commit, and agents see it all at one revision.
-	together := len(batches) == 0 || (len(batches) == 1 && len(batches[0]) < w.p.cfg.MaxTxnOps)
+	together := w.p.crashAfterTxns == 0 && (len(batches) == 0 || (len(batches) == 1 && len(batches[0]) < w.p.cfg.MaxTxnOps))
 	if together {
 		if len(batches) == 0 {
 			batches = append(batches, nil)
@@ -733,8 +737,7 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 }
 
 // generationDoc is the generation key of an update writing ops: the
-// planes, and the endpoints whose document changed since the last complete
-// generation (those ops wrote or deleted, and any a failed update left).
+// planes, and the endpoints whose document ops write or delete.
 func (w *writer) generationDoc(gen uint64, in Input, ops []op) contract.GenerationDoc {
 	planesGen := w.gens[contract.KeyPlanes]
 	changed := map[string]bool{}
@@ -744,11 +747,6 @@ func (w *writer) generationDoc(gen uint64, in Input, ops []op) contract.Generati
 		}
 		if o.key == contract.KeyPlanes {
 			planesGen = gen
-		}
-	}
-	for key, g := range w.gens {
-		if name, ok := strings.CutPrefix(key, contract.PrefixEndpoints); ok && g > w.genKey {
-			changed[name] = true
 		}
 	}
 	doc := contract.GenerationDoc{Schema: contract.SchemaVersion, Generation: gen, ComputedAt: time.Now().UTC(),

@@ -250,10 +250,14 @@ func TestCrashMidUpdateIsCompletedByNextLeader(t *testing.T) {
 	if r.Generation != 3 {
 		t.Fatalf("next leader published generation %d, want 3", r.Generation)
 	}
-	// What the crashed update wrote counts as changed in the next complete
-	// generation, so agents wait for it.
+	// What the crashed update wrote is written again, and named, in the
+	// next complete generation: the generation key names exactly what its
+	// generation wrote, so agents wait for those documents and no other.
 	if gd := generationDoc(t, store.Client); len(gd.Changed) != 50 {
 		t.Fatalf("generation %d lists %d changed endpoints, want all 50 (31 left by the crash)", gd.Generation, len(gd.Changed))
+	}
+	if d, _ := generationOf(t, store.Client, contract.KeyEndpoint("h000")); d != 3 {
+		t.Fatalf("h000, left at generation 2 by the crash, is at %d, want rewritten at 3", d)
 	}
 	g, _ := generationOf(t, store.Client, contract.KeyGeneration)
 	for i := 0; i < 50; i++ {
