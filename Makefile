@@ -90,8 +90,11 @@ bench-relay:
 bench-telemetry: deps-demo build
 	$(BIN)/bench-e2e telemetry --fabricd $(BIN)/fabricd
 
+# ENDPOINTS=16000 writes docs/benchmarks/convergence-16000.md beside the
+# default 4,000's convergence.md.
+ENDPOINTS ?= 4000
 bench-convergence: deps-demo build
-	$(BIN)/bench-e2e convergence --fabricd $(BIN)/fabricd
+	$(BIN)/bench-e2e convergence --fabricd $(BIN)/fabricd --endpoints $(ENDPOINTS)
 
 # The dashboard open for SOAK (10m) against fabricd with traffic: the page's
 # heap and fabricd's RSS stay flat (integration/TestDashboardSoak).

@@ -117,7 +117,11 @@ func convergence(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeReport(cm.out, "convergence.md", func(w io.Writer) {
+	name := "convergence.md" // the default fabric; other sizes beside it
+	if cfg.Endpoints != e2e.DefaultConvergenceConfig().Endpoints {
+		name = fmt.Sprintf("convergence-%d.md", cfg.Endpoints)
+	}
+	return writeReport(cm.out, name, func(w io.Writer) {
 		e2e.WriteConvergenceMarkdown(w, res, "bench-e2e convergence "+strings.Join(args, " "))
 	})
 }
