@@ -366,13 +366,12 @@ func setPlane(sws []*gnmisim.Switch, oper string) {
 	wg.Wait()
 }
 
+// drainEvents drops the events received so far (no more than the
+// channel holds now: a stream that keeps coming, the 128,000 links of a
+// 16,000-endpoint fabric reported at start, must not hold it forever).
 func drainEvents(ch <-chan sseEvent) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
-		}
+	for n := len(ch); n > 0; n-- {
+		<-ch
 	}
 }
 
