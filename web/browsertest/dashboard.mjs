@@ -169,7 +169,13 @@ await vpage.close();
 // The plane page: its figures, a chart of the last minutes, its links with
 // their evidence, the hosts × planes port matrix; keyboard: Enter on the
 // plane's link opens it.
+// Live updates re-render the table every second or so: the focus stays on
+// p1's link across a re-render.
 await page.focus('#planes tbody tr[data-plane="p1"] a');
+await page.evaluate(() => { window.focusedRow = document.querySelector('#planes tbody tr[data-plane="p1"]'); });
+await within(10000, "the planes table re-rendered", () => document.querySelector('#planes tbody tr[data-plane="p1"]') !== window.focusedRow);
+if (!(await page.evaluate(() => document.activeElement?.closest('#planes tbody tr[data-plane="p1"]') !== null)))
+  await fail("a re-render of the planes table took the keyboard focus away from p1's link");
 await page.keyboard.press("Enter");
 await within(5000, "the plane page", () => /^Plane p1/.test(document.querySelector("#page h1")?.textContent || "") &&
   document.querySelectorAll("#plane-links tbody tr").length > 0 && document.querySelectorAll("#port-matrix tbody tr").length > 0 &&

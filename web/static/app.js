@@ -98,6 +98,19 @@ $("drain-confirm").addEventListener("click", async () => {
 $("drain-cancel").addEventListener("click", () => { $("drain-impact").hidden = true; pending = null; });
 
 let lastPlanes = [];
+// replaceRows re-renders a table body of rows keyed by data-plane without
+// taking the keyboard focus away: live updates re-render every second,
+// and a focused link or button would be lost with its row.
+function replaceRows(tb, rows) {
+  const active = document.activeElement, tr = active && tb.contains(active) ? active.closest("tr") : null;
+  const idx = tr ? [...tr.querySelectorAll("a, button")].indexOf(active) : -1;
+  tb.replaceChildren(...rows);
+  if (tr && idx >= 0) {
+    const again = [...tb.rows].find((r) => r.dataset.plane === tr.dataset.plane);
+    again?.querySelectorAll("a, button")[idx]?.focus();
+  }
+}
+
 function renderPlanes(items, sample) {
   lastPlanes = items;
   renderTiles(items, sample);
@@ -108,8 +121,7 @@ function renderPlanes(items, sample) {
     ev.replaceChildren(new Option("all", ""), ...items.map((p) => new Option(p.name, p.name)));
     ev.value = keep;
   }
-  const tb = $("planes").tBodies[0];
-  tb.replaceChildren(...items.map((p) => {
+  replaceRows($("planes").tBodies[0], items.map((p) => {
     const tr = document.createElement("tr");
     tr.dataset.plane = p.name;
     tr.append(linkCell(p.name, "#/plane/" + encodeURIComponent(p.name)), cell(p.state, p.state), cell(`${p.links_up} / ${p.links_degraded} / ${p.links_down}`),
@@ -168,7 +180,7 @@ async function loadFabricLine() {
 // or one endpoint's port, of the emulated fabric.
 let demoMode = false;
 function renderDemo(st) {
-  $("demo-planes").tBodies[0].replaceChildren(...st.planes.map((p) => {
+  replaceRows($("demo-planes").tBodies[0], st.planes.map((p) => {
     const tr = document.createElement("tr");
     tr.dataset.plane = p.name;
     tr.append(cell(p.name), cell(p.up ? "up" : "down", p.up ? "up" : "down"), cell(p.ports_down.join(", ") || "–"));
