@@ -28,15 +28,7 @@ const wait = 20 * time.Second
 // the generation key: the agent holds its configuration until a later
 // generation completes.
 func TestAppliesOnlyCompleteGenerations(t *testing.T) {
-	s := kvtest.New(t)
-	cli := s.Client
-	rec := &recorder{}
-	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
-
-	putDoc(t, cli, doc("host-a", 1))
-	putGen(t, cli, 1)
-	start(t, a)
-	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	cli, a, rec := startApplied(t)
 
 	// Leader writes the document of generation 2, then dies before the
 	// generation key.
@@ -66,14 +58,7 @@ func TestAppliesOnlyCompleteGenerations(t *testing.T) {
 }
 
 func TestRejectsInvalidDocumentAndKeepsTheLastGood(t *testing.T) {
-	s := kvtest.New(t)
-	cli := s.Client
-	rec := &recorder{}
-	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
-	putDoc(t, cli, doc("host-a", 1))
-	putGen(t, cli, 1)
-	start(t, a)
-	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	cli, a, rec := startApplied(t)
 
 	bad := map[string]func() string{
 		"link state": func() string {
@@ -484,14 +469,7 @@ func TestConfigDefaultsAndFlags(t *testing.T) {
 // too many to name makes the agent read its document at the generation's
 // revision.
 func TestAppliesOwnAndSharedDocumentsOfOneGeneration(t *testing.T) {
-	s := kvtest.New(t)
-	cli := s.Client
-	rec := &recorder{}
-	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
-	putDoc(t, cli, doc("host-a", 1))
-	putGen(t, cli, 1)
-	start(t, a)
-	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	cli, a, rec := startApplied(t)
 
 	// Generation 2 takes plane p1 down and this endpoint's link on p0
 	// (the orders of delivery: TestOneGenerationWhateverTheOrderOfDelivery).
@@ -554,14 +532,7 @@ func appliedPlanes(rec *recorder) string {
 // takes the document it has (written after the previous generation key)
 // and does not wait for another.
 func TestDocumentLeftByACrashedUpdateIsApplied(t *testing.T) {
-	s := kvtest.New(t)
-	cli := s.Client
-	rec := &recorder{}
-	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
-	putDoc(t, cli, doc("host-a", 1))
-	putGen(t, cli, 1)
-	start(t, a)
-	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	cli, _, rec := startApplied(t)
 	putDoc(t, cli, doc("host-a", 2)) // the crashed update
 	putGenDoc(t, cli, contract.GenerationDoc{Generation: 3, PlanesGeneration: 1, Planes: healthy(4), Changed: []string{"host-a"}})
 	testutil.WaitFor(t, wait, "generation 2's document applied", func() bool { return rec.last() == 2 })
@@ -572,14 +543,7 @@ func TestDocumentLeftByACrashedUpdateIsApplied(t *testing.T) {
 // makes the agent read its document as of the next valid key, whose
 // changes it cannot otherwise know.
 func TestGenerationKeyRefusals(t *testing.T) {
-	s := kvtest.New(t)
-	cli := s.Client
-	rec := &recorder{}
-	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
-	putDoc(t, cli, doc("host-a", 1))
-	putGen(t, cli, 1)
-	start(t, a)
-	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	cli, a, rec := startApplied(t)
 
 	planes := healthy(4)[:3]
 	putDoc(t, cli, doc("host-a", 2))

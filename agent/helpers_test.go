@@ -17,6 +17,8 @@ import (
 
 	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
+	"github.com/multiplane/multiplane/kv/kvtest"
 )
 
 // recorder is an Applier that records what it is given.
@@ -277,4 +279,18 @@ func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // configuration the agent applies.
 func resolved(endpoint string, gen uint64) contract.EndpointDoc {
 	return contract.Configuration(doc(endpoint, gen), contract.GenerationDoc{PlanesGeneration: 1, Planes: healthy(4)})
+}
+
+// startApplied runs host-a's agent on a fresh etcd holding generation 1
+// and waits until it applied it.
+func startApplied(t *testing.T) (*clientv3.Client, *Agent, *recorder) {
+	t.Helper()
+	cli := kvtest.New(t).Client
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4}, rec)
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	start(t, a)
+	testutil.WaitFor(t, wait, "generation 1 applied", func() bool { return rec.last() == 1 })
+	return cli, a, rec
 }

@@ -17,17 +17,8 @@ var ErrInvalidDocument = errors.New("contract: invalid document")
 // at least one plane, distinct planes and indices, valid addresses, positive
 // weights summing to 1, entropy in range and non-negative rates.
 func (d *EndpointDoc) Validate(endpoint string, planes int) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidDocument, fmt.Sprintf(format, args...))
-	}
-	if err := CheckReportSchema(d.Schema); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidDocument, err)
-	}
-	if d.Endpoint != endpoint {
-		return bad("document is for endpoint %q, not %q", d.Endpoint, endpoint)
-	}
-	if d.Generation == 0 {
-		return bad("generation is missing")
+	if err := checkHeader(CheckReportSchema, d.Schema, d.Endpoint, endpoint, d.Generation); err != nil {
+		return err
 	}
 	if len(d.PathSet.Planes) == 0 {
 		return bad("path set has no plane")
@@ -64,6 +55,26 @@ func (d *EndpointDoc) Validate(endpoint string, planes int) error {
 		if c < 0 {
 			return bad("negative cap on plane %q", p)
 		}
+	}
+	return nil
+}
+
+// bad is an ErrInvalidDocument with a message.
+func bad(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidDocument, fmt.Sprintf(format, args...))
+}
+
+// checkHeader checks what every endpoint document starts with: a schema
+// check reads, the endpoint's own name, a generation.
+func checkHeader(check func(string) error, schema, name, endpoint string, generation uint64) error {
+	if err := check(schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidDocument, err)
+	}
+	if name != endpoint {
+		return bad("document is for endpoint %q, not %q", name, endpoint)
+	}
+	if generation == 0 {
+		return bad("generation is missing")
 	}
 	return nil
 }
@@ -125,17 +136,8 @@ func ParseStatus(endpoint string, data []byte) (StatusDoc, error) {
 // and indices in range, valid addresses, known link states, entropy in
 // range and non-negative rates.
 func (s *EndpointSpec) Validate(endpoint string, planes int) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidDocument, fmt.Sprintf(format, args...))
-	}
-	if err := CheckSchema(s.Schema); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidDocument, err)
-	}
-	if s.Endpoint != endpoint {
-		return bad("document is for endpoint %q, not %q", s.Endpoint, endpoint)
-	}
-	if s.Generation == 0 {
-		return bad("generation is missing")
+	if err := checkHeader(CheckSchema, s.Schema, s.Endpoint, endpoint, s.Generation); err != nil {
+		return err
 	}
 	if len(s.Ports) == 0 {
 		return bad("no port")
