@@ -44,7 +44,7 @@ func (s *source) compute(context.Context) (publish.Input, error) {
 	return publish.Input{Output: *s.out.Load(), TopologyRevision: 1}, nil
 }
 
-func start(t *testing.T, cli *clientv3.Client, id string, src *source, results chan publish.Result) (*publish.Publisher, context.CancelFunc) {
+func start(t testing.TB, cli *clientv3.Client, id string, src *source, results chan publish.Result) (*publish.Publisher, context.CancelFunc) {
 	cfg := publish.DefaultConfig()
 	cfg.ID, cfg.MaxTxnOps, cfg.ParallelTxns, cfg.SessionTTL = id, 16, 2, 2
 	p := publish.New(cli, cfg, testenv.Logger(t).With("replica", id))
@@ -56,7 +56,7 @@ func start(t *testing.T, cli *clientv3.Client, id string, src *source, results c
 	return p, func() { cancel(); <-done }
 }
 
-func waitResult(t *testing.T, ch chan publish.Result) publish.Result {
+func waitResult(t testing.TB, ch chan publish.Result) publish.Result {
 	t.Helper()
 	select {
 	case r := <-ch:
