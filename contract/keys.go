@@ -10,6 +10,11 @@ const (
 	PrefixDirectory = Prefix + "directory/"
 	PrefixStatus    = Prefix + "status/"
 	PrefixLeader    = Prefix + "leader/"
+	// Sharded telemetry (package shard): live replicas, each switch's
+	// owner, and the owner's view of the switch.
+	PrefixReplicas    = Prefix + "shard/replicas/"
+	PrefixOwners      = Prefix + "shard/owners/"
+	PrefixSwitchViews = Prefix + "shard/switches/"
 )
 
 // KeyEndpoint is the key of an endpoint's document.

@@ -45,6 +45,7 @@ import (
 	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/policy/fleet"
 	"github.com/multiplane/multiplane/policy/publish"
+	"github.com/multiplane/multiplane/shard"
 	"github.com/multiplane/multiplane/store"
 	"github.com/multiplane/multiplane/store/pgcluster"
 	"github.com/multiplane/multiplane/telemetry"
@@ -70,6 +71,8 @@ type Config struct {
 	Policy          policy.Config
 	Publish         publish.Config
 	Telemetry       telemetry.Config
+	Sharding        bool // replicas share the switches (package shard)
+	Shard           shard.Config
 	History         history.Config
 	// DemoControl is the demo's fault control (democtl), with the file
 	// of its secret; empty outside the demo.
@@ -82,7 +85,7 @@ func DefaultConfig() Config {
 		Listen: "127.0.0.1:8080", DataDir: "./var", MaxBodyBytes: api.DefaultMaxBodyBytes, HTTP: api.DefaultLimits(),
 		ShutdownTimeout: 10 * time.Second, Etcd: kv.Config{DialTimeout: 5 * time.Second}, EndpointCertTTL: enrollment.DefaultCertTTL,
 		Health: planes.DefaultHealthConfig(), Policy: policy.DefaultConfig(), Publish: publish.DefaultConfig(),
-		History: history.DefaultConfig(),
+		History: history.DefaultConfig(), Sharding: true, Shard: shard.DefaultConfig(),
 	}
 }
 
@@ -108,6 +111,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Etcd.RegisterFlags(fs)
 	c.Health.RegisterFlags(fs)
 	c.Telemetry.RegisterFlags(fs)
+	fs.BoolVar(&c.Sharding, "telemetry-sharding", c.Sharding, "replicas share the switches: each switch is streamed by one replica, which the others take their view of through etcd (false: every replica streams every switch)")
+	fs.IntVar(&c.Shard.TTL, "telemetry-shard-ttl", c.Shard.TTL, "lease of a replica's switches in seconds: a dead replica's switches move to the others after about this long")
+	fs.DurationVar(&c.Shard.PublishEvery, "telemetry-shard-publish-every", c.Shard.PublishEvery, "how often a replica rewrites its switches' views (traffic figures) for the others, besides on every state change")
+	fs.DurationVar(&c.Shard.HandoverTimeout, "telemetry-shard-handover-timeout", c.Shard.HandoverTimeout, "at shutdown, longest wait for the other replicas to take this one's switches over")
 	fs.IntVar(&c.History.MaxLinks, "history-max-links", c.History.MaxLinks, "keep per-link series (1 h at 1 s, a day at 1 min; about 120 KiB a link) for topologies of at most this many links; plane series are always kept")
 	c.HTTP.RegisterFlags(fs)
 	fs.IntVar(&c.Policy.Entropy, "policy-entropy", c.Policy.Entropy, "paths (UDP source ports) per plane in every path set")
@@ -162,6 +169,10 @@ func (c *Config) AdminTokenPath() string { return filepath.Join(c.DataDir, "admi
 // Start-up errors are returned at once, after undoing what had started.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	if err := cfg.Etcd.Validate(); err != nil {
+		return fmt.Errorf("fabricd: %w", err)
+	}
+	cfg.Shard.ID = cfg.Publish.ID
+	if err := cfg.Shard.Validate(); cfg.Sharding && err != nil {
 		return fmt.Errorf("fabricd: %w", err)
 	}
 	demo, err := cfg.demoControl()
@@ -267,13 +278,23 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	if err := collector.Register(reg); err != nil {
 		return fmt.Errorf("fabricd: %w", err)
 	}
+	var sharder *shard.Sharder
+	if cfg.Sharding {
+		collector.Select(map[string]bool{}) // until ownership is known
+		if sharder, err = shard.New(kvs.Client, cfg.Shard, engine, collector, logger.With("component", "shard")); err != nil {
+			return fmt.Errorf("fabricd: %w", err)
+		}
+		if err := sharder.Register(reg); err != nil {
+			return fmt.Errorf("fabricd: %w", err)
+		}
+	}
 	// The agents' own traffic judges the links of switches whose telemetry
 	// is unreachable.
 	linkEvidence := evidence.New(kvs.Client, engine, logger.With("component", "evidence"))
 	recorder := history.New(cfg.History, engine)
 	reg.MustRegister(linkEvidence.Collector(), agents)
 	fabric, err := newFabricView(ctx, fabricDeps{db: db, inv: inv, engine: engine, events: evStore, intents: intentStore,
-		publisher: publisher, collector: collector, evidence: linkEvidence, history: recorder, policy: cfg.Policy, onTopology: enroll.kick}, logger)
+		publisher: publisher, collector: collector, sharder: sharder, evidence: linkEvidence, history: recorder, policy: cfg.Policy, onTopology: enroll.kick}, logger)
 	if err != nil {
 		return err
 	}
@@ -297,6 +318,9 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	wg.Go(func() { fabric.listen(bg) })
 	wg.Go(func() { publisher.Run(bg, fabric.compute) })
 	wg.Go(func() { collector.Run(bg) })
+	if sharder != nil {
+		wg.Go(func() { sharder.Run(bg) })
+	}
 	wg.Go(func() { linkEvidence.Run(bg) })
 	wg.Go(func() { recorder.Run(bg) })
 	wg.Go(func() { enroll.run(bg) })
@@ -357,6 +381,11 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 		return fmt.Errorf("fabricd: %w", kvs.Err())
 	}
 	logger.Info("shutting down")
+	if sharder != nil {
+		hctx, cancel := context.WithTimeout(context.Background(), cfg.Shard.HandoverTimeout+2*time.Second)
+		sharder.Handover(hctx)
+		cancel()
+	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/multiplane/multiplane/planes"
 	"github.com/multiplane/multiplane/policy"
 	"github.com/multiplane/multiplane/policy/publish"
+	"github.com/multiplane/multiplane/shard"
 	"github.com/multiplane/multiplane/store"
 	"github.com/multiplane/multiplane/telemetry"
 )
@@ -27,6 +28,7 @@ type fabricDeps struct {
 	intents   *intents.Store
 	publisher *publish.Publisher
 	collector *telemetry.Collector
+	sharder   *shard.Sharder // nil: every replica streams every switch
 	evidence  *evidence.Watcher
 	history   *history.Recorder
 	policy    policy.Config
@@ -75,6 +77,13 @@ func (f *fabricView) apply(snap *inventory.Snapshot) {
 	f.revision = snap.Revision
 	f.engine.SetTopology(snap.Topology, snap.Links)
 	f.collector.Reconcile(snap.Topology)
+	if f.sharder != nil {
+		names := make([]string, len(snap.Topology.Switches))
+		for i, sw := range snap.Topology.Switches {
+			names[i] = sw.Name
+		}
+		f.sharder.SetSwitches(names)
+	}
 	f.evidence.SetTopology(snap.Links)
 	f.history.SetTopology(snap.Topology, snap.Links)
 	f.publisher.Trigger()
@@ -172,6 +181,9 @@ func (f *fabricView) triggerOnChanges(ctx context.Context, sub *planes.Subscript
 				return
 			}
 			f.publisher.Trigger()
+			if f.sharder != nil {
+				f.sharder.Changed()
+			}
 		}
 	}
 }

@@ -41,6 +41,9 @@ type SwitchHealth struct {
 	Synced     bool       `json:"synced"`
 	LastUpdate time.Time  `json:"last_update,omitzero"`
 	Reason     string     `json:"reason,omitempty"`
+	// CollectedBy is the fabricd replica that streams the switch's
+	// telemetry when replicas share the switches (package shard).
+	CollectedBy string `json:"collected_by,omitempty"`
 }
 
 // LinkHealth is a link's live health.
@@ -94,6 +97,9 @@ type switchHealth struct {
 	lastUpdate       time.Time
 	reason           string
 	links            []*linkHealth
+	owner            string              // the replica collecting it ("": unshared)
+	remote           bool                // collected by another replica (remote.go)
+	traffic          map[string]RateSums // a remote switch's, by plane
 }
 
 type planeHealth struct {
@@ -300,7 +306,9 @@ func (e *Engine) ObserveInterfaces(batch []InterfaceSample) {
 			continue
 		}
 		lh.lastUpdate = now
-		lh.sw.lastUpdate = now
+		if !lh.sw.remote {
+			lh.sw.lastUpdate = now
+		}
 		if s.Oper != "" && !s.At.Before(lh.operAt) {
 			if s.Oper == OperUp && lh.oper != OperUp {
 				lh.upSince = now
@@ -315,7 +323,9 @@ func (e *Engine) ObserveInterfaces(batch []InterfaceSample) {
 			lh.rates = &r
 			e.judgeRates(lh, now)
 		}
-		touched[lh] = struct{}{}
+		if !lh.sw.remote {
+			touched[lh] = struct{}{}
+		}
 	}
 	events = e.settle(touched, now, events)
 	e.mu.Unlock()
@@ -326,7 +336,7 @@ func (e *Engine) ObserveInterfaces(batch []InterfaceSample) {
 func (e *Engine) ObserveSwitch(r SwitchReachability) {
 	e.mu.Lock()
 	sh := e.switches[r.Switch]
-	if sh == nil {
+	if sh == nil || sh.remote {
 		e.mu.Unlock()
 		return
 	}
@@ -371,7 +381,7 @@ func (e *Engine) ObserveEvidence(ev map[string]LinkEvidence) {
 			lh.evidenceAt = now
 		}
 		lh.evidence = next
-		if !lh.sw.reachable {
+		if !lh.sw.reachable && !lh.sw.remote {
 			touched[lh] = struct{}{}
 		}
 	}
@@ -389,7 +399,7 @@ func (e *Engine) Tick() {
 		touched[lh] = struct{}{}
 	}
 	for _, sh := range e.switches {
-		if !sh.reachable {
+		if !sh.reachable && !sh.remote {
 			for _, lh := range sh.links {
 				touched[lh] = struct{}{}
 			}
@@ -633,21 +643,29 @@ func (e *Engine) computePlane(ph *planeHealth) (PlaneState, string) {
 }
 
 // withRates fills a plane's traffic figures from its links' latest rates.
+// (A remote switch's links count by the sums its owner reported.)
 func withRates(ph *planeHealth, h PlaneHealth) PlaneHealth {
-	var traffic, pkts, lost, outPkts, marked float64
+	var sum RateSums
+	var remote map[*switchHealth]bool
 	for _, lh := range ph.links {
+		if lh.sw.remote {
+			if !remote[lh.sw] {
+				if remote == nil {
+					remote = map[*switchHealth]bool{}
+				}
+				remote[lh.sw] = true
+				sum.plus(lh.sw.traffic[ph.name])
+			}
+			continue
+		}
 		if r := lh.rates; r != nil {
-			traffic += math.Max(r.InOctets, r.OutOctets) * 8
-			pkts += r.InPkts + r.OutPkts
-			lost += r.InErrors + r.InDiscards + r.OutDiscards + r.QueueDrops
-			outPkts += r.OutPkts
-			marked += r.ECNMarked
+			sum.add(r)
 		}
 	}
 	if h.CapacityBps > 0 {
-		h.Utilization = traffic / float64(h.CapacityBps)
+		h.Utilization = sum.TrafficBps / float64(h.CapacityBps)
 	}
-	h.LossRate, h.ECNRate = ratio(lost, pkts), ratio(marked, outPkts)
+	h.LossRate, h.ECNRate = ratio(sum.Lost, sum.Pkts), ratio(sum.Marked, sum.OutPkts)
 	return h
 }
 
@@ -726,7 +744,8 @@ func (ph *planeHealth) view() PlaneHealth {
 }
 
 func (sh *switchHealth) view() SwitchHealth {
-	return SwitchHealth{State: sh.state, Reachable: sh.reachable, Synced: sh.synced, LastUpdate: sh.lastUpdate, Reason: sh.reason}
+	return SwitchHealth{State: sh.state, Reachable: sh.reachable, Synced: sh.synced, LastUpdate: sh.lastUpdate, Reason: sh.reason,
+		CollectedBy: sh.owner}
 }
 
 func (lh *linkHealth) view() LinkHealth {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -32,6 +33,7 @@ type Collector struct {
 	mu       sync.Mutex
 	runCtx   context.Context // nil while not running
 	desired  map[string]switchSpec
+	only     map[string]bool // Select's set; nil: every switch
 	sessions map[string]*session
 }
 
@@ -119,16 +121,37 @@ func (c *Collector) Reconcile(t *planes.Topology) {
 	}
 }
 
+// Select restricts the streams to the named switches of the topology (nil:
+// every switch), as when replicas share the switches (package shard).
+func (c *Collector) Select(names map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if names != nil {
+		names = maps.Clone(names)
+	}
+	c.only = names
+	if c.runCtx != nil {
+		c.apply()
+	}
+}
+
+func (c *Collector) selected(name string) bool { return c.only == nil || c.only[name] }
+
 // apply starts, stops and updates sessions to match c.desired. c.mu is held.
 func (c *Collector) apply() {
 	for name, s := range c.sessions {
 		spec, ok := c.desired[name]
+		ok = ok && c.selected(name)
 		switch {
 		case !ok:
 			s.stop()
 			delete(c.sessions, name)
 			c.m.forget(name)
-			c.log.Info("switch removed", "switch", name)
+			if _, inTopology := c.desired[name]; inTopology {
+				c.log.Info("switch no longer collected here", "switch", name)
+			} else {
+				c.log.Info("switch removed", "switch", name)
+			}
 		case !sameTarget(spec.target, s.spec.target):
 			s.stop()
 			c.log.Info("switch gNMI settings changed: reconnecting", "switch", name, "address", spec.target.Address)
@@ -138,7 +161,7 @@ func (c *Collector) apply() {
 		}
 	}
 	for name, spec := range c.desired {
-		if _, ok := c.sessions[name]; !ok {
+		if _, ok := c.sessions[name]; !ok && c.selected(name) {
 			c.sessions[name] = c.start(spec)
 		}
 	}

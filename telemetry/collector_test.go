@@ -364,6 +364,15 @@ func TestReconcile(t *testing.T) {
 	h.col.Reconcile(topologyFor(sub("sw0", "sw1", "sw2"), 2))
 	waitSynced(3)
 
+	// Select narrows the streams to some of the topology's switches, a
+	// switch not in it included, and nil widens them to all again.
+	h.col.Select(map[string]bool{"sw1": true, "sw9": true})
+	if got := names(); strings.Join(got, ",") != "sw1" {
+		t.Fatalf("switches %v after Select(sw1, sw9)", got)
+	}
+	h.col.Select(nil)
+	waitSynced(3)
+
 	// Fewer interfaces on the same switches: no reconnect.
 	h.col.Reconcile(topologyFor(sub("sw0", "sw1", "sw2"), 1))
 	for _, s := range h.col.Switches() {
