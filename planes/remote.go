@@ -80,7 +80,8 @@ func (e *Engine) SetOwners(self string, owners map[string]string) {
 			}
 			continue
 		}
-		sh.traffic = nil
+		// Synced again only once this replica's own stream says so.
+		sh.traffic, sh.synced = nil, false
 		local = append(local, sh)
 		for _, lh := range sh.links {
 			touched[lh] = struct{}{}
