@@ -307,6 +307,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	evWriter := events.NewWriter(evStore, logger.With("component", "events"))
 	reg.MustRegister(evWriter.Collector())
 	evWriter.Writes = publisher.Recording // replicas see the same transitions; the leader records them
+	evWriter.States = engine.States       // and, taking over, what changed while none did
 	if cluster != nil {
 		// A private PostgreSQL that dies (OOM killer, kill -9) is restarted on
 		// the same socket; the pool then drops its dead connections.

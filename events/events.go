@@ -159,6 +159,13 @@ type Writer struct {
 	// fabricd replicas all see the same transitions, and only the policy
 	// leader records them. Events arriving while it is false are skipped.
 	Writes func() bool
+	// States, if set with Writes, gives the current state of every
+	// subject (planes.Engine.States). When Writes turns true (this replica
+	// took the history over), what changed while no replica recorded is
+	// recorded from it, so every subject's changes chain in the history;
+	// from then on a change to the state the history already holds is
+	// not recorded twice.
+	States func() []planes.Event
 
 	metrics writerMetrics
 }
@@ -195,6 +202,72 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 	backoff := time.Duration(0)
 	var retryAt time.Time
 	var seenDropped uint64 // the writer owns sub: every drop it counted is a gap
+	// Taking the history over: writing follows Writes; recorded is each
+	// subject's last recorded state once caught up (nil before).
+	writing := w.Writes == nil
+	var recorded map[string]string
+	subjectKey := func(e planes.Event) string { return e.SubjectKind + "\x00" + e.Subject }
+	catchUp := func(c context.Context) {
+		if w.Writes == nil || w.States == nil {
+			return
+		}
+		if !w.Writes() {
+			writing, recorded = false, nil
+			return
+		}
+		writing = true
+		if recorded != nil {
+			return
+		}
+		last, err := w.store.LastStates(c)
+		if err != nil {
+			w.logger.Warn("history not caught up yet; retrying", "err", err)
+			return
+		}
+		rec := map[string]string{}
+		for _, e := range last {
+			rec[subjectKey(e)] = e.To
+		}
+		for _, e := range pending {
+			if e.Kind == planes.EventStateChange {
+				rec[subjectKey(e)] = e.To
+			}
+		}
+		now := time.Now().UTC()
+		for _, cur := range w.States() {
+			from, ok := rec[subjectKey(cur)]
+			if !ok {
+				from = planes.InitialState(cur.SubjectKind)
+			}
+			if from == cur.To {
+				continue
+			}
+			pending = append(pending, planes.Event{At: now, SubjectKind: cur.SubjectKind, Subject: cur.Subject,
+				Kind: planes.EventStateChange, From: from, To: cur.To, Reason: cur.Reason,
+				Evidence: map[string]any{"caught_up": "changed while no replica recorded the history; recorded on taking it over"}})
+			rec[subjectKey(cur)] = cur.To
+			w.metrics.caughtUp.Inc()
+		}
+		recorded = rec
+	}
+	// take queues e if this replica records now and e is news to the history.
+	take := func(e planes.Event) {
+		if w.Writes != nil && !w.Writes() {
+			writing, recorded = false, nil
+			return
+		}
+		if !writing || (recorded == nil && w.States != nil) {
+			catchUp(ctx)
+		}
+		if recorded != nil && e.Kind == planes.EventStateChange {
+			k := subjectKey(e)
+			if recorded[k] == e.To {
+				return // the history already holds this state
+			}
+			recorded[k] = e.To
+		}
+		pending = append(pending, e)
+	}
 	// gaps turns drops the subscription counted since the last look into
 	// a history_gap event, coalesced with one not yet written.
 	gaps := func() {
@@ -258,15 +331,13 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 				return
 			}
 			gaps()
-			if w.Writes != nil && !w.Writes() {
-				continue
-			}
-			pending = append(pending, e)
+			take(e)
 			if len(pending) >= w.MaxBatch {
 				flush(ctx)
 			}
 		case <-ticker.C:
 			gaps()
+			catchUp(ctx)
 			flush(ctx)
 		case <-ctx.Done():
 			// Take what is already queued, then flush.
@@ -277,9 +348,7 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 					if !ok {
 						break drain
 					}
-					if w.Writes == nil || w.Writes() {
-						pending = append(pending, e)
-					}
+					take(e)
 				default:
 					break drain
 				}

@@ -3,8 +3,8 @@ package events
 import "github.com/prometheus/client_golang/prometheus"
 
 type writerMetrics struct {
-	written, lost, failures prometheus.Counter
-	pending                 prometheus.Gauge
+	written, lost, failures, caughtUp prometheus.Counter
+	pending                           prometheus.Gauge
 }
 
 func newWriterMetrics() writerMetrics {
@@ -15,6 +15,8 @@ func newWriterMetrics() writerMetrics {
 			Name: "lost_total", Help: "Events lost before reaching the history (each gap is also recorded as a history_gap event)."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "multiplane", Subsystem: "events",
 			Name: "write_failures_total", Help: "Failed appends to the history (retried)."}),
+		caughtUp: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "multiplane", Subsystem: "events",
+			Name: "caught_up_total", Help: "State changes recorded on taking the history over: they happened while no replica recorded."}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "multiplane", Subsystem: "events",
 			Name: "pending", Help: "Events held by the history writer, not yet written."}),
 	}
@@ -24,7 +26,7 @@ func newWriterMetrics() writerMetrics {
 func (w *Writer) Collector() prometheus.Collector { return &w.metrics }
 
 func (m *writerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.written, m.lost, m.failures, m.pending}
+	return []prometheus.Collector{m.written, m.lost, m.failures, m.caughtUp, m.pending}
 }
 
 func (m *writerMetrics) Describe(ch chan<- *prometheus.Desc) {

@@ -3,6 +3,9 @@ package events_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,5 +169,68 @@ func TestWriterWhileDatabaseBlocked(t *testing.T) {
 				t.Fatalf("plain subscription: %d written, gaps %v, lost_total %v; want the %d lost recorded", n, gaps, lost, total-n)
 			}
 		})
+	}
+}
+
+// A replica taking the history over records what changed while none
+// recorded, from the engine's current states, so every subject's changes
+// chain; a change the history already holds is not recorded twice.
+func TestWriterCatchesUpOnTakingOver(t *testing.T) {
+	db := storetest.New(t)
+	store := events.New(db.Pool())
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 7, 4, 0, 0, 0, time.UTC)
+	// The old leader recorded p1 going down, then died; meanwhile p1 came
+	// back, link s0:E1 went down and p2 went down.
+	if err := store.Append(ctx, []planes.Event{{At: t0, SubjectKind: planes.SubjectPlane, Subject: "p1",
+		Kind: planes.EventStateChange, From: "healthy", To: "down"}}); err != nil {
+		t.Fatal(err)
+	}
+	current := []planes.Event{
+		{SubjectKind: planes.SubjectPlane, Subject: "p1", Kind: planes.EventStateChange, To: "healthy"},
+		{SubjectKind: planes.SubjectPlane, Subject: "p2", Kind: planes.EventStateChange, To: "down"},
+		{SubjectKind: planes.SubjectPlane, Subject: "p3", Kind: planes.EventStateChange, To: "healthy"},
+		{SubjectKind: planes.SubjectLink, Subject: "s0:E1", Kind: planes.EventStateChange, To: "down"},
+		{SubjectKind: planes.SubjectLink, Subject: "s0:E2", Kind: planes.EventStateChange, To: "up"},
+	}
+	var leader atomic.Bool
+	bus := planes.NewBus()
+	sub := bus.Subscribe(100)
+	w := events.NewWriter(store, testenv.Logger(t))
+	w.Writes, w.States = leader.Load, func() []planes.Event { return current }
+	startWriter(t, w, sub)
+	// While another replica leads, nothing is recorded.
+	bus.Publish(planes.Event{At: t0.Add(time.Second), SubjectKind: planes.SubjectPlane, Subject: "p3", Kind: planes.EventStateChange, From: "healthy", To: "degraded"})
+	time.Sleep(300 * time.Millisecond) // the writer's flush interval is 100 ms: give it the chance to be wrong
+	if n, _ := history(t, store); n != 1 {
+		t.Fatalf("%d events recorded while not leading, want the 1 appended", n)
+	}
+
+	leader.Store(true)
+	// Queued at the takeover: already in the current states (skipped), and
+	// one that is news.
+	bus.Publish(
+		planes.Event{At: t0.Add(2 * time.Second), SubjectKind: planes.SubjectPlane, Subject: "p2", Kind: planes.EventStateChange, From: "healthy", To: "down"},
+		planes.Event{At: t0.Add(3 * time.Second), SubjectKind: planes.SubjectLink, Subject: "s0:E2", Kind: planes.EventStateChange, From: "up", To: "down"})
+	want := []string{"plane p1 down->healthy", "plane p2 healthy->down", "link s0:E1 up->down", "link s0:E2 up->down"}
+	var got []string
+	testutil.WaitFor(t, 10*time.Second, "the catch-up and the news recorded", func() bool {
+		evs, err := store.List(ctx, events.Query{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, e := range evs[1:] {
+			got = append(got, fmt.Sprintf("%s %s %s->%s", e.SubjectKind, e.Subject, e.From, e.To))
+		}
+		return len(got) >= len(want)
+	})
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("history after the takeover:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := metric(t, w, "multiplane_events_caught_up_total"); n != 3 {
+		t.Errorf("multiplane_events_caught_up_total = %v, want 3", n)
 	}
 }

@@ -170,3 +170,22 @@ func (e *Engine) ExportSwitch(name string) (SwitchView, bool) {
 	}
 	return v, true
 }
+
+// States returns the current state of every plane, switch and link as
+// state-change events without From or time (for the history writer's
+// catch-up, events.Writer.States).
+func (e *Engine) States() []Event {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]Event, 0, len(e.planes)+len(e.switches)+len(e.byName))
+	for name, ph := range e.planes {
+		out = append(out, Event{SubjectKind: SubjectPlane, Subject: name, Kind: EventStateChange, To: string(ph.state), Reason: ph.health.Reason})
+	}
+	for name, sh := range e.switches {
+		out = append(out, Event{SubjectKind: SubjectSwitch, Subject: name, Kind: EventStateChange, To: string(sh.state), Reason: sh.reason})
+	}
+	for name, lh := range e.byName {
+		out = append(out, Event{SubjectKind: SubjectLink, Subject: name, Kind: EventStateChange, To: string(lh.state), Reason: lh.reason})
+	}
+	return out
+}

@@ -38,3 +38,12 @@ func ValidLinkState(s string) bool {
 	}
 	return false
 }
+
+// InitialState is the state a subject of kind (SubjectPlane, SubjectSwitch,
+// SubjectLink) has before anything happened to it.
+func InitialState(kind string) string {
+	if kind == SubjectLink {
+		return string(LinkUp)
+	}
+	return string(PlaneHealthy)
+}
