@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/multiplane/multiplane/agent"
 	"github.com/multiplane/multiplane/fabricsim/userspace"
 	"github.com/multiplane/multiplane/internal/fabricdproc"
 	"github.com/multiplane/multiplane/transport"
@@ -54,6 +55,9 @@ type Config struct {
 	// each host sends to one peer and receives from another; the default
 	// is pairs, host-a→host-b, host-c→host-d, ...
 	Ring bool
+	// WrapApplier, if set, wraps each agent's applier (tests record what
+	// the agents apply).
+	WrapApplier func(endpoint string, a agent.Applier) agent.Applier
 	// Duration, if set, ends the demo after it with a summary (detection
 	// and recovery times, traffic on the failed plane before, during and
 	// after, convergence); 0 runs until interrupted.

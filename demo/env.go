@@ -145,9 +145,13 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (env *Env, err 
 		}
 		e.Transports[h] = t
 		e.closers = append(e.closers, func() { t.Close() })
+		var applier agent.Applier = agent.NewTransportApplier(t)
+		if cfg.WrapApplier != nil {
+			applier = cfg.WrapApplier(hostName(h), applier)
+		}
 		a, err := agent.New(agent.Config{Endpoint: hostName(h), Client: e.Etcd, StateDir: filepath.Join(cfg.DataDir, "agents"),
 			StatusInterval: time.Second},
-			agent.NewTransportApplier(t), logger.With("component", "agent", "endpoint", hostName(h)))
+			applier, logger.With("component", "agent", "endpoint", hostName(h)))
 		if err != nil {
 			return nil, fmt.Errorf("demo: agent of %s: %w", hostName(h), err)
 		}
@@ -202,17 +206,37 @@ func (e *Env) startControl() error {
 
 // StartFabricd starts fabricd (again, after KillFabricd) on the same data.
 func (e *Env) StartFabricd(ctx context.Context) error {
+	fd, err := e.start(ctx, e.cfg.Listen, "")
+	if err != nil {
+		return err
+	}
+	e.Fabricd = fd
+	return nil
+}
+
+// StartReplica starts one more fabricd on the same data, PostgreSQL and
+// etcd (give both in Config: a replica shares them), on a free port, with
+// more flags (--replica-id, say) and its output in fabricd-<name>.log.
+// The caller stops it.
+func (e *Env) StartReplica(ctx context.Context, name string, args ...string) (*fabricdproc.Proc, error) {
+	return e.start(ctx, "", name, args...)
+}
+
+func (e *Env) start(ctx context.Context, listen, name string, extra ...string) (*fabricdproc.Proc, error) {
 	args := append([]string{"--topology", e.topologyFile, "--demo-control", e.ControlURL,
 		"--demo-control-secret-file", e.controlSecretFile}, e.cfg.FabricdArgs...)
 	if len(e.cfg.EtcdEndpoints) > 0 {
 		args = append(args, "--etcd-endpoints", strings.Join(e.cfg.EtcdEndpoints, ","))
 	}
-	fd, err := fabricdproc.Start(ctx, fabricdproc.Options{Bin: e.cfg.FabricdBin, DataDir: e.cfg.DataDir, Listen: e.cfg.Listen, Args: args})
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+	opts := fabricdproc.Options{Bin: e.cfg.FabricdBin, DataDir: e.cfg.DataDir, Listen: listen, Args: append(args, extra...)}
+	if name != "" {
+		opts.LogPath = filepath.Join(e.cfg.DataDir, "fabricd-"+name+".log")
 	}
-	e.Fabricd = fd
-	return nil
+	fd, err := fabricdproc.Start(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	return fd, nil
 }
 
 // KillFabricd kills fabricd (-9), as a crash would; its private PostgreSQL
