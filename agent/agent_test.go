@@ -625,3 +625,51 @@ func TestOneGenerationWhateverTheOrderOfDelivery(t *testing.T) {
 		}
 	}
 }
+
+// A status an apply calls for is written within StatusSpread, not at
+// once, and applies close together share one write: thousands of agents
+// applying one generation do not all write to etcd together.
+func TestStatusSpreadAfterApply(t *testing.T) {
+	cli := kvtest.New(t).Client
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	rec := &recorder{}
+	const spread = 2 * time.Second
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4, StatusSpread: spread}, rec)
+	start(t, a)
+	testutil.WaitFor(t, 2*spread+wait, "generation 1 in the status", func() bool {
+		st, _, ok := getStatus(t, cli, "host-a")
+		return ok && st.AppliedGeneration == 1
+	})
+	ctx := testenv.Context(t)
+	before, err := cli.Get(ctx, contract.KeyStatus("host-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first time.Time
+	for _, g := range []uint64{2, 3} {
+		putDoc(t, cli, doc("host-a", g))
+		putGen(t, cli, g)
+		testutil.WaitFor(t, wait, "the apply", func() bool { return rec.last() == g })
+		if g == 2 {
+			first = time.Now()
+		}
+	}
+	if gap := time.Since(first); gap > spread/4 {
+		t.Fatalf("the two applies came %v apart, more than a quarter of the spread: nothing to compare", gap)
+	}
+	testutil.WaitFor(t, spread+wait, "generation 3 in the status", func() bool {
+		st, _, _ := getStatus(t, cli, "host-a")
+		return st.AppliedGeneration == 3
+	})
+	if took := time.Since(first); took > spread+500*time.Millisecond {
+		t.Errorf("the status followed the applies %v later, spread %v", took, spread)
+	}
+	after, err := cli.Get(ctx, contract.KeyStatus("host-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes := after.Kvs[0].Version - before.Kvs[0].Version; writes != 1 {
+		t.Errorf("%d status writes for 2 applies %v apart, want 1", writes, spread/4)
+	}
+}

@@ -22,6 +22,8 @@ const (
 	// in its peers' reachability (see Evidence).
 	DefaultEvidenceInterval = 250 * time.Millisecond
 	DefaultLeaseTTL         = 10 * time.Second
+	// DefaultStatusSpread: see Config.StatusSpread.
+	DefaultStatusSpread = 500 * time.Millisecond
 	DefaultDialTimeout      = 5 * time.Second
 	DefaultStateDir         = "/var/lib/multiplane/endpoint"
 )
@@ -78,6 +80,12 @@ type Config struct {
 	// (default 10 s; with traffic every agent then writes once per interval,
 	// so 4,000 endpoints write 400 statuses a second).
 	StatusInterval time.Duration
+	// StatusSpread: a status write an apply (or a new error) calls for
+	// waits a random time from a quarter of this to this, so thousands of
+	// agents applying one generation do not all write to etcd at once
+	// while others still receive it (default 500 ms; negative: at once).
+	// Evidence is not delayed.
+	StatusSpread time.Duration
 	// EvidenceInterval is how often the agent checks whether a plane's
 	// reachability verdict changed, to report it at once (default 250 ms;
 	// only with an Applier that judges reachability, as
@@ -125,6 +133,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.StatusInterval, "status-interval", DefaultStatusInterval, "how often the status in etcd is refreshed")
+	fs.DurationVar(&c.StatusSpread, "status-spread", DefaultStatusSpread, "a status write an apply calls for waits a random time up to this, so many agents applying one generation do not write at once (negative: at once)")
 	fs.DurationVar(&c.EvidenceInterval, "evidence-interval", DefaultEvidenceInterval, "how often a change in the peers' reachability per plane is looked for (reported at once)")
 	fs.DurationVar(&c.LeaseTTL, "status-lease-ttl", DefaultLeaseTTL, "TTL of the lease the status is written under")
 }
@@ -157,6 +166,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.EvidenceInterval <= 0 {
 		c.EvidenceInterval = DefaultEvidenceInterval
+	}
+	if c.StatusSpread == 0 {
+		c.StatusSpread = DefaultStatusSpread
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = DefaultLeaseTTL

@@ -14,8 +14,8 @@ import (
 	"github.com/multiplane/multiplane/contract"
 )
 
-// reportLoop writes the status under the lease on every apply and every
-// status interval (jittered), when it changed, re-creating the lease
+// reportLoop writes the status under the lease after every apply (spread,
+// Config.StatusSpread) and every status interval (jittered), when it changed, re-creating the lease
 // whenever it is lost (etcd away longer than the TTL). An idle agent thus
 // costs etcd only its lease keepalives. It never blocks applies.
 func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
@@ -41,12 +41,15 @@ func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 		lastVerdicts = vs.Verdicts()
 	}
 	r.report(ctx)
+	var spread <-chan time.Time // a kicked write waiting its turn
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			tick.Reset(next())
+		case <-spread:
+			spread = nil
 		case <-evidence:
 			// The verdict counts as reported only once written; writes it
 			// triggers are at least minEvidenceSpacing apart.
@@ -57,6 +60,15 @@ func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 			}
 			continue
 		case <-a.kick:
+			if a.cfg.StatusSpread > 0 {
+				if spread == nil {
+					// A quarter of the spread at least: kicks that close
+					// together (an apply and its error) share the write.
+					q := a.cfg.StatusSpread / 4
+					spread = time.After(q + rand.N(a.cfg.StatusSpread-q+1))
+				}
+				continue
+			}
 		case _, ok := <-r.ka:
 			if ok {
 				continue

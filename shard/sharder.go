@@ -387,24 +387,29 @@ func (t *term) reconcile(ctx context.Context) {
 	}
 	s.mu.Unlock()
 
+	// Claims and takeovers go out together: a dead replica's share is
+	// claimed in one round trip, not one per switch.
 	lease := clientv3.WithLease(t.sess.Lease())
-	for _, m := range claims {
-		key := contract.PrefixOwners + m.sw
-		ok, err := t.txn(ctx, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, me, lease))
-		if err != nil {
-			s.log.Warn("telemetry sharing: claim failed", "switch", m.sw, "err", err)
-		}
-		if ok {
-			t.owned(m.sw, "", collect, remote)
-		}
+	moves := append(claims, takeovers...)
+	won := make([]bool, len(moves))
+	var wg sync.WaitGroup
+	for i, m := range moves {
+		wg.Go(func() {
+			key := contract.PrefixOwners + m.sw
+			cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+			if m.from != "" {
+				cmp = clientv3.Compare(clientv3.Value(key), "=", m.from)
+			}
+			ok, err := t.txn(ctx, cmp, clientv3.OpPut(key, me, lease))
+			if err != nil {
+				s.log.Warn("telemetry sharing: taking a switch failed", "switch", m.sw, "from", m.from, "err", err)
+			}
+			won[i] = ok
+		})
 	}
-	for _, m := range takeovers {
-		key := contract.PrefixOwners + m.sw
-		ok, err := t.txn(ctx, clientv3.Compare(clientv3.Value(key), "=", m.from), clientv3.OpPut(key, me, lease))
-		if err != nil {
-			s.log.Warn("telemetry sharing: takeover failed", "switch", m.sw, "err", err)
-		}
-		if ok {
+	wg.Wait()
+	for i, m := range moves {
+		if won[i] {
 			t.owned(m.sw, m.from, collect, remote)
 		}
 	}
