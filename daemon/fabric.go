@@ -45,6 +45,11 @@ type fabricView struct {
 
 	mu       sync.Mutex
 	revision int64
+	// loaded is the topology and intents last read from PostgreSQL: while
+	// it is away, computations go on from them (neither can change
+	// without it), so health changes are still published.
+	loaded     policy.Input
+	storeError bool // the last read failed (logged once per outage)
 }
 
 // newFabricView loads the current topology into the engine, restores the
@@ -144,18 +149,41 @@ func (f *fabricView) listen(ctx context.Context) {
 	f.db.ListenChanges(ctx, func(what string) { f.onChange(ctx, what) })
 }
 
-// policyInput gathers topology, health and intents.
+// policyInput gathers topology, health and intents; with PostgreSQL
+// away, the topology and intents last read from it.
 func (f *fabricView) policyInput(ctx context.Context) (policy.Input, error) {
-	snap, err := f.inv.Current(ctx)
-	if err != nil {
-		return policy.Input{}, err
+	rctx, cancel := context.WithTimeout(ctx, storeReadTimeout)
+	defer cancel()
+	snap, err := f.inv.Current(rctx)
+	var in policy.Intents
+	if err == nil {
+		in, err = f.intents.Load(rctx)
 	}
-	in, err := f.intents.Load(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err != nil {
-		return policy.Input{}, err
+		if f.loaded.Topology == nil {
+			return policy.Input{}, err
+		}
+		if !f.storeError {
+			f.logger.Warn("PostgreSQL unavailable: computing from the topology and intents last read", "err", err)
+			f.storeError = true
+		}
+		out := f.loaded
+		out.Health = f.engine
+		return out, nil
 	}
+	if f.storeError {
+		f.logger.Info("PostgreSQL available again: computing from what it holds")
+		f.storeError = false
+	}
+	f.loaded = policy.Input{Topology: snap.Topology, Intents: in}
 	return policy.Input{Topology: snap.Topology, Health: f.engine, Intents: in}, nil
 }
+
+// storeReadTimeout bounds the reads of a computation: PostgreSQL that
+// does not answer must not hold publication back.
+const storeReadTimeout = time.Second
 
 // compute is the publisher's computation.
 func (f *fabricView) compute(ctx context.Context) (publish.Input, error) {

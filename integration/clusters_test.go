@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/multiplane/multiplane/contract"
+	"github.com/multiplane/multiplane/demo"
 	"github.com/multiplane/multiplane/internal/fabricdproc"
 	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/kv/kvtest"
 	"github.com/multiplane/multiplane/store/pgcluster"
 )
@@ -127,4 +129,43 @@ func tryDrain(ctx context.Context, fd *fabricdproc.Proc, plane string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestPlaneEventsWhilePostgresIsDown: PostgreSQL holds the topology and
+// intents, not the fabric's health; while it is down, a plane failure is
+// still published and applied by every agent (from the topology and
+// intents last read), and its recovery too.
+func TestPlaneEventsWhilePostgresIsDown(t *testing.T) {
+	ctx := testenv.Context(t)
+	dir := dataDir(t)
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(dir, "pg"), NoSync: true, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop(context.Background()) })
+	env := startEnv(t, nil, func(c *demo.Config) {
+		c.FabricdArgs = append(c.FabricdArgs, "--database-url", pg.URL(), "--health-up-hold", "1s")
+	})
+	syscall.Kill(pg.Pid(), syscall.SIGKILL)
+	<-pg.Done()
+	killed := time.Now()
+	env.Fabric.SetUp(2, false)
+	waitApplied(t, env, "p2", 15*time.Second)
+	t.Logf("PostgreSQL down: a plane failure applied by every agent %v after it", time.Since(killed).Round(time.Millisecond))
+	env.Fabric.SetUp(2, true)
+	testutil.WaitFor(t, 20*time.Second, "every agent using p2 again", func() bool {
+		for _, a := range env.Agents {
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			d, _, _, err := configuration(c, env.Etcd, a.Endpoint())
+			cancel()
+			if err != nil || !slices.ContainsFunc(d.PathSet.Planes, func(p contract.PlanePath) bool { return p.Plane == "p2" }) ||
+				a.Status().AppliedGeneration < d.Generation {
+				return false
+			}
+		}
+		return true
+	})
+	if err := pg.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
