@@ -289,7 +289,7 @@ func (s *suite) checkGenerations() {
 
 // checkHistory reads the event history from PostgreSQL: every subject's
 // state changes chain (each starts where the one before ended), and every
-// plane that failed has its failure recorded.
+// plane failure its switch's telemetry could see is recorded.
 func (s *suite) checkHistory() {
 	conn, err := pgx.Connect(s.ctx, s.pg.URL())
 	if err != nil {
@@ -329,18 +329,38 @@ func (s *suite) checkHistory() {
 		}
 	}
 	s.count(invHistory, len(evs))
+	// A plane failure while its switch's stream was stopped or stalled may
+	// end before the endpoints' evidence judges it: only the others must
+	// be in the history.
 	s.mu.Lock()
-	failed := map[string]int{}
+	failed, blind := map[string]int{}, 0
 	for _, f := range s.faults {
-		if f.Kind == "plane down" {
-			failed[f.Target]++
+		if f.Kind != "plane down" {
+			continue
 		}
+		if slices.ContainsFunc(s.faults, func(g faultRecord) bool {
+			return strings.HasPrefix(g.Kind, "switch stream") && g.Target == f.Target+"-sw1" &&
+				g.At < f.At+f.For && f.At < g.At+g.For+3*time.Second
+		}) {
+			blind++
+			continue
+		}
+		failed[f.Target]++
 	}
 	s.mu.Unlock()
 	for p, n := range failed {
 		if downs[p] < n {
-			s.violate(invHistory, "plane %s failed %d times, the history has %d failures", p, n, downs[p])
+			s.violate(invHistory, "plane %s failed %d times with its switch's telemetry up, the history has %d failures", p, n, downs[p])
 		}
 	}
-	s.note("history", "%d state changes in the history", len(evs))
+	s.note("history", "%d state changes in the history, chained; %d plane failures seen by telemetry, all recorded as down "+
+		"(%d more came while their switch's stream was stopped or stalled: not required)", len(evs), sum(failed), blind)
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
