@@ -308,6 +308,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	reg.MustRegister(evWriter.Collector())
 	evWriter.Writes = publisher.Recording // replicas see the same transitions; the leader records them
 	evWriter.States = engine.States       // and, taking over, what changed while none did
+	evWriter.Term = publisher.Term        // a deposed leader's writes are refused
 	if cluster != nil {
 		// A private PostgreSQL that dies (OOM killer, kill -9) is restarted on
 		// the same socket; the pool then drops its dead connections.

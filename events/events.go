@@ -13,6 +13,7 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -34,23 +35,66 @@ func (s *Store) Append(ctx context.Context, evs []planes.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	rows, err := rowsOf(evs)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.CopyFrom(ctx, pgx.Identifier{"events"}, eventColumns, pgx.CopyFromRows(rows))
+	if err != nil {
+		return fmt.Errorf("events: append: %w", err)
+	}
+	return nil
+}
+
+// ErrStaleWriter: a writer of a later term has written the history.
+var ErrStaleWriter = errors.New("events: a later writer records the history")
+
+// AppendAs appends evs as the writer of term (a policy leadership's
+// election revision): refused with ErrStaleWriter, writing nothing, once a
+// later term has written; the first append of a later term takes over.
+// A writer that leads now (force) takes over whatever term is recorded: a
+// new etcd cluster starts its revisions again.
+func (s *Store) AppendAs(ctx context.Context, evs []planes.Event, term int64, force bool) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	rows, err := rowsOf(evs)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var current int64
+		err := tx.QueryRow(ctx, `INSERT INTO history_writer (id, term) VALUES (true, $1)
+			ON CONFLICT (id) DO UPDATE SET term = excluded.term WHERE history_writer.term <= excluded.term OR $2
+			RETURNING term`, term, force).Scan(&current)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrStaleWriter
+		}
+		if err != nil {
+			return fmt.Errorf("events: writer term: %w", err)
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventColumns, pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("events: append: %w", err)
+		}
+		return nil
+	})
+}
+
+var eventColumns = []string{"at", "subject_kind", "subject", "kind", "from_state", "to_state", "reason", "evidence"}
+
+func rowsOf(evs []planes.Event) ([][]any, error) {
 	rows := make([][]any, len(evs))
 	for i, e := range evs {
 		var evidence []byte
 		if e.Evidence != nil {
 			var err error
 			if evidence, err = json.Marshal(e.Evidence); err != nil {
-				return fmt.Errorf("events: evidence of %s %s: %w", e.SubjectKind, e.Subject, err)
+				return nil, fmt.Errorf("events: evidence of %s %s: %w", e.SubjectKind, e.Subject, err)
 			}
 		}
 		rows[i] = []any{e.At, e.SubjectKind, e.Subject, e.Kind, nullable(e.From), nullable(e.To), e.Reason, evidence}
 	}
-	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"events"},
-		[]string{"at", "subject_kind", "subject", "kind", "from_state", "to_state", "reason", "evidence"}, pgx.CopyFromRows(rows))
-	if err != nil {
-		return fmt.Errorf("events: append: %w", err)
-	}
-	return nil
+	return rows, nil
 }
 
 func nullable(s string) *string {
@@ -166,6 +210,11 @@ type Writer struct {
 	// from then on a change to the state the history already holds is
 	// not recorded twice.
 	States func() []planes.Event
+	// Term, if set, is the writer's term (policy leadership's election
+	// revision) and whether it leads now: appends go through
+	// Store.AppendAs, so once a later term has written, a writer that no
+	// longer leads has its appends dropped (its successor caught up).
+	Term func() (term int64, leading bool)
 
 	metrics writerMetrics
 }
@@ -295,7 +344,21 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 		if len(pending) == 0 || time.Now().Before(retryAt) {
 			return
 		}
-		if err := w.store.Append(c, pending); err != nil {
+		var err error
+		if w.Term != nil {
+			term, leading := w.Term()
+			err = w.store.AppendAs(c, pending, term, leading)
+		} else {
+			err = w.store.Append(c, pending)
+		}
+		if errors.Is(err, ErrStaleWriter) {
+			w.logger.Warn("another replica records the history now; dropping what this one held", "events", len(pending))
+			w.metrics.stale.Add(float64(len(pending)))
+			pending, backoff, retryAt = pending[:0], 0, time.Time{}
+			writing, recorded = false, nil
+			return
+		}
+		if err != nil {
 			backoff = min(max(2*backoff, 100*time.Millisecond), maxRetryWait)
 			retryAt = time.Now().Add(backoff)
 			w.logger.Warn("events not written yet; retrying", "events", len(pending), "retry_in", backoff, "err", err)

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -232,5 +233,49 @@ func TestWriterCatchesUpOnTakingOver(t *testing.T) {
 	}
 	if n := metric(t, w, "multiplane_events_caught_up_total"); n != 3 {
 		t.Errorf("multiplane_events_caught_up_total = %v, want 3", n)
+	}
+}
+
+// A deposed leader's appends are refused once its successor has written,
+// and nothing of them lands; its writer drops what it held.
+func TestHistoryRefusesAStaleWriter(t *testing.T) {
+	db := storetest.New(t)
+	store := events.New(db.Pool())
+	ctx := context.Background()
+	if err := store.AppendAs(ctx, numbered(0, 2), 5, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AppendAs(ctx, numbered(2, 1), 9, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AppendAs(ctx, numbered(3, 4), 5, false); !errors.Is(err, events.ErrStaleWriter) {
+		t.Fatalf("append of term 5 after term 9: %v, want ErrStaleWriter", err)
+	}
+	if n, _ := history(t, store); n != 3 {
+		t.Fatalf("%d events in the history, want the 3 of accepted appends", n)
+	}
+	if err := store.AppendAs(ctx, numbered(7, 1), 9, false); err != nil {
+		t.Fatalf("the current term appending again: %v", err)
+	}
+	// A leader of a new etcd cluster (revisions start again) takes over.
+	if err := store.AppendAs(ctx, numbered(8, 1), 2, true); err != nil {
+		t.Fatalf("a leading writer of a lower term: %v", err)
+	}
+	if err := store.AppendAs(ctx, numbered(9, 1), 1, false); !errors.Is(err, events.ErrStaleWriter) {
+		t.Fatalf("term 1 after the leading term 2: %v, want ErrStaleWriter", err)
+	}
+
+	// The deposed leader's writer drops what it held.
+	bus := planes.NewBus()
+	sub := bus.Subscribe(100)
+	w := events.NewWriter(store, testenv.Logger(t))
+	w.Term = func() (int64, bool) { return 1, false }
+	startWriter(t, w, sub)
+	bus.Publish(numbered(10, 3)...)
+	testutil.WaitFor(t, 10*time.Second, "the stale events dropped", func() bool {
+		return metric(t, w, "multiplane_events_stale_dropped_total") == 3
+	})
+	if n, _ := history(t, store); n != 5 {
+		t.Fatalf("%d events in the history after the stale writer, want 5", n)
 	}
 }

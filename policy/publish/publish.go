@@ -130,6 +130,7 @@ type Publisher struct {
 	// recording: this replica was the last leader it knows of (it stays
 	// true while etcd is unreachable, until another leader is seen).
 	recording atomic.Bool
+	term      atomic.Int64 // the election revision of this replica's last leadership
 	// crashAfterTxns, when > 0, makes publish stop dead after that many
 	// transactions, as a leader killed mid-update would (tests only).
 	crashAfterTxns int
@@ -197,6 +198,12 @@ func (p *Publisher) IsLeader() bool { return p.leader.Load() }
 // this keeps one writer without losing history when etcd is away.
 func (p *Publisher) Recording() bool { return p.recording.Load() }
 
+// Term is the etcd election revision of this replica's latest
+// leadership (0: never led), and whether it leads now: later leaderships
+// have higher terms, so the history refuses a deposed leader's writes
+// (events.Store.AppendAs).
+func (p *Publisher) Term() (int64, bool) { return p.term.Load(), p.leader.Load() }
+
 // Last is the latest publication of this replica.
 func (p *Publisher) Last() Result {
 	p.mu.Lock()
@@ -249,6 +256,7 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 	if err := el.Campaign(ctx, p.cfg.ID); err != nil {
 		return fmt.Errorf("publish: campaign: %w", err)
 	}
+	p.term.Store(el.Rev())
 	p.leader.Store(true)
 	p.recording.Store(true)
 	defer p.leader.Store(false)
