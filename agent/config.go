@@ -24,8 +24,8 @@ const (
 	DefaultLeaseTTL         = 10 * time.Second
 	// DefaultStatusSpread: see Config.StatusSpread.
 	DefaultStatusSpread = 500 * time.Millisecond
-	DefaultDialTimeout      = 5 * time.Second
-	DefaultStateDir         = "/var/lib/multiplane/endpoint"
+	DefaultDialTimeout  = 5 * time.Second
+	DefaultStateDir     = "/var/lib/multiplane/endpoint"
 )
 
 // Config configures an Agent. Zero fields take the documented defaults.
