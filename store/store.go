@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -225,8 +226,13 @@ func (db *DB) lockMigrations(ctx context.Context) (unlock func(), err error) {
 		return nil, fmt.Errorf("store: migrate: take lock: %w", err)
 	}
 	return func() {
-		// Closing the session releases the lock.
-		conn.Close(context.Background())
+		// Unlock before closing: a closed session's backend lets the lock
+		// go only when it exits, after Close returns, so a Ready just after
+		// Migrate could still see a migration in progress (it did in CI).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn.Exec(ctx, "SELECT pg_advisory_unlock($1, $2)", migrateLockClass, migrateLockObj)
+		conn.Close(ctx)
 	}, nil
 }
 
