@@ -152,15 +152,19 @@ func (r *replica) owned() map[string]bool {
 }
 
 // settled reports whether every switch is owned and streamed by exactly one
-// of rs, and streamed by no other, and each of rs has its share.
+// of rs, the one rendezvous hashing names, and streamed by no other.
 func settled(names []string, rs ...*replica) bool {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.id
+	}
 	owners := map[string]int{}
 	for _, r := range rs {
 		owned := r.owned()
-		if len(owned) == 0 {
-			return false
-		}
 		for sw := range owned {
+			if shard.OwnerFor(ids, sw) != r.id {
+				return false // a handover still to come
+			}
 			owners[sw]++
 		}
 		for _, st := range r.col.Switches() {
