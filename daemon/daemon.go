@@ -120,6 +120,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Policy.Entropy, "policy-entropy", c.Policy.Entropy, "paths (UDP source ports) per plane in every path set")
 	fs.DurationVar(&c.Publish.Debounce, "publish-debounce", c.Publish.Debounce, "pause in changes that starts a policy computation")
 	fs.DurationVar(&c.Publish.MaxDelay, "publish-max-delay", c.Publish.MaxDelay, "longest a burst of changes can hold a computation back")
+	fs.IntVar(&c.Publish.HoldBurst, "publish-hold-burst", c.Publish.HoldBurst, "changes in a burst from which it may hold a computation back up to --publish-hold-max (a plane or switch going down never waits)")
+	fs.DurationVar(&c.Publish.HoldMax, "publish-hold-max", c.Publish.HoldMax, "longest a large burst of link changes can hold a computation back")
 	fs.IntVar(&c.Publish.MaxTxnOps, "publish-max-txn-ops", c.Publish.MaxTxnOps, "most operations in one etcd transaction (etcd's --max-txn-ops)")
 	fs.IntVar(&c.Publish.ParallelTxns, "publish-parallel-txns", c.Publish.ParallelTxns, "etcd transactions in flight at once when publishing")
 	fs.DurationVar(&c.Publish.ReconcileEvery, "publish-reconcile-every", c.Publish.ReconcileEvery, "how often the policy leader re-reads its etcd documents and repairs drift")

@@ -197,23 +197,63 @@ func (f *fabricView) compute(ctx context.Context) (publish.Input, error) {
 	return publish.Input{Output: policy.Compute(in, f.policy), TopologyRevision: rev}, nil
 }
 
-// triggerOnChanges republishes on every health transition.
+// triggerOnChanges republishes on every health transition: at once when
+// a plane goes down, otherwise once a burst of changes ends
+// (publish.Config.HoldBurst). A switch going down is no reason to hurry: a
+// plane fails switch by switch, and publishing the first switch's links
+// down would write every endpoint behind it, then again once the plane is
+// down and covers them.
 func (f *fabricView) triggerOnChanges(ctx context.Context, sub *planes.Subscription) {
 	defer sub.Close()
+	down := map[string]bool{} // planes last seen down
+	var dropped uint64
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-sub.C:
+		case ev, ok := <-sub.C:
 			if !ok {
 				return
 			}
-			f.publisher.Trigger()
+			failing := ev.SubjectKind == planes.SubjectPlane && ev.Kind == planes.EventStateChange &&
+				ev.To == string(planes.PlaneDown)
+			if ev.SubjectKind == planes.SubjectPlane {
+				down[ev.Subject] = ev.To == string(planes.PlaneDown)
+			}
+			// Events lost in a burst may have held a plane's failure.
+			if d := sub.Dropped(); d != dropped {
+				dropped = d
+				failing = f.planeWentDown(down) || failing
+			}
+			if failing {
+				f.publisher.TriggerNow()
+			} else {
+				f.publisher.Trigger()
+			}
 			if f.sharder != nil {
 				f.sharder.Changed()
 			}
 		}
 	}
+}
+
+// planeWentDown reports whether a plane is down now that down does not
+// hold as down, and brings down up to date.
+func (f *fabricView) planeWentDown(down map[string]bool) bool {
+	f.mu.Lock()
+	t := f.loaded.Topology
+	f.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	went := false
+	for _, p := range t.Planes {
+		h, ok := f.engine.PlaneHealth(p.Name)
+		isDown := ok && h.State == planes.PlaneDown
+		went = went || isDown && !down[p.Name]
+		down[p.Name] = isDown
+	}
+	return went
 }
 
 // follow re-reads topology and drains now and then, in case a change

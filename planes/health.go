@@ -716,14 +716,17 @@ func (e *Engine) LinkHealth(name string) (LinkHealth, bool) {
 
 // Snapshot returns the health of every plane, switch and link as of one
 // instant: a computation that reads many of them (policy.Compute) never
-// mixes states from before and after a transition.
+// mixes states from before and after a transition. Links that are up are
+// held by name only (their LinkHealth is State up): a computation at
+// 32,000 links copies the few that are not, not all of them.
 func (e *Engine) Snapshot() *HealthSnapshot {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	s := &HealthSnapshot{
 		Planes:   make(map[string]PlaneHealth, len(e.planes)),
 		Switches: make(map[string]SwitchHealth, len(e.switches)),
-		Links:    make(map[string]LinkHealth, len(e.byName)),
+		Links:    map[string]LinkHealth{},
+		known:    e.byName, // replaced, never changed, by SetTopology
 	}
 	for name, ph := range e.planes {
 		s.Planes[name] = ph.view()
@@ -732,7 +735,9 @@ func (e *Engine) Snapshot() *HealthSnapshot {
 		s.Switches[name] = sh.view()
 	}
 	for name, lh := range e.byName {
-		s.Links[name] = lh.view()
+		if lh.state != LinkUp {
+			s.Links[name] = lh.view()
+		}
 	}
 	return s
 }

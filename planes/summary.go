@@ -13,7 +13,12 @@ type Health interface {
 type HealthSnapshot struct {
 	Planes   map[string]PlaneHealth
 	Switches map[string]SwitchHealth
-	Links    map[string]LinkHealth
+	// Links are the links that are not up; a link of known missing from
+	// it is up.
+	Links map[string]LinkHealth
+	// known indexes every link by name: only its keys are read (its
+	// values are the engine's live state).
+	known map[string]*linkHealth
 }
 
 // PlaneHealth implements Health.
@@ -30,8 +35,13 @@ func (s *HealthSnapshot) SwitchHealth(name string) (SwitchHealth, bool) {
 
 // LinkHealth implements Health.
 func (s *HealthSnapshot) LinkHealth(name string) (LinkHealth, bool) {
-	h, ok := s.Links[name]
-	return h, ok
+	if h, ok := s.Links[name]; ok {
+		return h, true
+	}
+	if _, ok := s.known[name]; ok {
+		return LinkHealth{State: LinkUp}, true
+	}
+	return LinkHealth{}, false
 }
 
 // Snapshot returns h as of one instant: h's own Snapshot when it has one

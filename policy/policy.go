@@ -122,6 +122,13 @@ func Compute(in Input, cfg Config) Output {
 		if st.Drained {
 			st.State = string(planes.PlaneDraining)
 		}
+		// A down plane carries nothing, whatever fraction of its links
+		// still answer: a plane failing link by link then changes its
+		// shared key once, not again with every link after the one that
+		// took it down.
+		if ph.State == planes.PlaneDown {
+			st.CapacityRatio = 0
+		}
 		planeInfo[p.Name] = st
 		out.Planes = append(out.Planes, st)
 	}
@@ -129,6 +136,7 @@ func Compute(in Input, cfg Config) Output {
 	for _, c := range in.Intents.Classes {
 		classes[c.Name] = c
 	}
+	out.Endpoints = make([]EndpointPolicy, 0, len(t.Endpoints))
 	for _, e := range t.Endpoints {
 		ep, unusable := endpointPolicy(e, in, cfg, planeIdx, planeInfo, drained, classes, out.Planes)
 		out.Endpoints = append(out.Endpoints, ep)
@@ -165,7 +173,7 @@ func endpointPolicy(e planes.Endpoint, in Input, cfg Config, planeIdx map[string
 		var lh planes.LinkHealth
 		var ok bool
 		if snap != nil {
-			lh, ok = snap.Links[string(name)]
+			lh, ok = snap.Links[string(name)] // the links not up
 		} else {
 			lh, ok = in.Health.LinkHealth(string(name))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -296,6 +297,12 @@ func TestPlaneFailureChangesNoEndpointSpec(t *testing.T) {
 	}
 	if len(after.Unusable) != 0 {
 		t.Fatalf("ports listed unusable for the plane's reason: %v", after.Unusable)
+	}
+	// Judged down with 3 of its 8 links still up, the plane reads as it
+	// does with none: the links failing after it change no key.
+	partial := Compute(Input{Topology: topo, Health: engineWith(t, topo, links[:5]...)}, DefaultConfig())
+	if !reflect.DeepEqual(partial.Planes, after.Planes) || !reflect.DeepEqual(partial.Unusable, after.Unusable) {
+		t.Fatalf("planes with 5 of 8 links down %+v, with all %+v", partial.Planes, after.Planes)
 	}
 	// One link down while its plane is up is the endpoint's own state.
 	one := Compute(Input{Topology: topo, Health: engineWith(t, topo, "s1:E0")}, DefaultConfig())

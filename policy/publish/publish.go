@@ -51,6 +51,14 @@ type Config struct {
 	// published 398 ms after the failure with 50 ms, 737 ms with 200 ms).
 	Debounce time.Duration
 	MaxDelay time.Duration
+	// A burst of at least HoldBurst triggers (link transitions) waits for
+	// a pause of MaxDelay, up to HoldMax: computed mid-burst, a plane
+	// failing link by link over 20-170 ms would write the link state of
+	// every endpoint whose port failed so far (thousands of documents),
+	// then write them back once the plane is judged down and covers them.
+	// TriggerNow (a plane going down) ends any wait at once.
+	HoldBurst int
+	HoldMax   time.Duration
 	// MaxTxnOps bounds the operations in one etcd transaction (etcd's
 	// default --max-txn-ops is 128).
 	MaxTxnOps int
@@ -89,7 +97,8 @@ var ErrGenerationExhausted = errors.New("publish: generation would exceed 2^53; 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
-	return Config{Debounce: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5,
+	return Config{Debounce: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
+		HoldBurst: 64, HoldMax: 250 * time.Millisecond, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5,
 		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ReconcileEvery: 30 * time.Second,
 		AttemptTimeout: 2 * time.Second}
 }
@@ -126,6 +135,8 @@ type Publisher struct {
 	logger *slog.Logger
 
 	trigger chan struct{}
+	urgent  chan struct{}
+	burst   atomic.Int64 // triggers since the current wait began
 	leader  atomic.Bool
 	// recording: this replica was the last leader it knows of (it stays
 	// true while etcd is unreachable, until another leader is seen).
@@ -156,6 +167,10 @@ func New(cli *clientv3.Client, cfg Config, logger *slog.Logger) *Publisher {
 	if cfg.MaxDelay < cfg.Debounce {
 		cfg.MaxDelay = max(d.MaxDelay, cfg.Debounce)
 	}
+	if cfg.HoldBurst <= 0 {
+		cfg.HoldBurst = d.HoldBurst
+	}
+	cfg.HoldMax = max(cfg.HoldMax, cfg.MaxDelay)
 	if cfg.MaxTxnOps <= 0 {
 		cfg.MaxTxnOps = d.MaxTxnOps
 	}
@@ -174,7 +189,7 @@ func New(cli *clientv3.Client, cfg Config, logger *slog.Logger) *Publisher {
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = d.AttemptTimeout
 	}
-	return &Publisher{cli: cli, cfg: cfg, logger: logger, trigger: make(chan struct{}, 1)}
+	return &Publisher{cli: cli, cfg: cfg, logger: logger, trigger: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 }
 
 // OnResult sets a callback for every publication (metrics, benchmarks).
@@ -183,10 +198,21 @@ func (p *Publisher) OnResult(f func(Result)) { p.onResult = f }
 
 // Trigger asks for a recomputation; calls coalesce.
 func (p *Publisher) Trigger() {
+	p.burst.Add(1)
 	select {
 	case p.trigger <- struct{}{}:
 	default:
 	}
+}
+
+// TriggerNow asks for a recomputation that does not wait for a burst to
+// end: something failed that endpoints must leave at once (a plane down).
+func (p *Publisher) TriggerNow() {
+	select {
+	case p.urgent <- struct{}{}:
+	default:
+	}
+	p.Trigger()
 }
 
 // IsLeader reports whether this replica leads now.
@@ -280,6 +306,7 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 	defer reconcile.Stop()
 	p.Trigger() // publish once on winning
 	for {
+		now := false
 		select {
 		case <-ctx.Done():
 			resign, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -289,6 +316,8 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 		case <-sess.Done():
 			return errors.New("publish: leader session expired")
 		case <-p.trigger:
+		case <-p.urgent:
+			now = true
 		case <-foreign:
 			if !w.takeForeign() {
 				continue // only our own writes
@@ -301,23 +330,8 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 				return err
 			}
 		}
-		// Coalesce a burst: wait until triggers pause for Debounce, but no
-		// longer than MaxDelay after the first.
 		woken := time.Now()
-		deadline := time.NewTimer(p.cfg.MaxDelay)
-	quiet:
-		for {
-			select {
-			case <-time.After(p.cfg.Debounce):
-				break quiet
-			case <-p.trigger:
-			case <-deadline.C:
-				break quiet
-			case <-ctx.Done():
-				break quiet
-			}
-		}
-		deadline.Stop()
+		p.wait(ctx, now)
 		if ctx.Err() != nil {
 			continue
 		}
@@ -349,6 +363,37 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 			}
 			p.logger.Info("policy published", "generation", res.Generation, "written", res.Written,
 				"deleted", res.Deleted, "txns", res.Txns, "bytes", res.Bytes, "debounce", waited, "compute", res.Compute, "write", res.Duration)
+		}
+	}
+}
+
+// wait coalesces a burst of triggers: it returns once they pause for
+// Debounce, or MaxDelay after it began; or, for a burst of HoldBurst
+// triggers (it comes in chunks, switch by switch), once they pause for
+// MaxDelay or HoldMax after it began; at once on TriggerNow (now: already).
+func (p *Publisher) wait(ctx context.Context, now bool) {
+	defer p.burst.Store(0)
+	if now {
+		return
+	}
+	start := time.Now()
+	for {
+		quiet, limit := p.cfg.Debounce, p.cfg.MaxDelay
+		if p.burst.Load() >= int64(p.cfg.HoldBurst) {
+			quiet, limit = p.cfg.MaxDelay, p.cfg.HoldMax
+		}
+		left := limit - time.Since(start)
+		if left <= 0 {
+			return
+		}
+		select {
+		case <-time.After(min(quiet, left)):
+			return
+		case <-p.trigger:
+		case <-p.urgent:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }

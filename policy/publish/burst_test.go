@@ -1,0 +1,108 @@
+package publish_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/multiplane/multiplane/internal/testenv"
+	"github.com/multiplane/multiplane/kv/kvtest"
+	"github.com/multiplane/multiplane/policy/publish"
+)
+
+// computations records when the publisher computed.
+type computations struct {
+	src *source
+	mu  sync.Mutex
+	at  []time.Time
+}
+
+func (c *computations) compute(ctx context.Context) (publish.Input, error) {
+	c.mu.Lock()
+	c.at = append(c.at, time.Now())
+	c.mu.Unlock()
+	return c.src.compute(ctx)
+}
+
+// since returns the computations from t on.
+func (c *computations) since(t time.Time) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Time
+	for _, at := range c.at {
+		if !at.Before(t) {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// burst sends chunks of triggers, gap apart, as a plane failing switch by
+// switch does; it returns when the last chunk was sent.
+func burst(p *publish.Publisher, chunks, size int, gap time.Duration) time.Time {
+	for i := range chunks {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		for range size {
+			p.Trigger()
+		}
+	}
+	return time.Now()
+}
+
+// A large burst of changes coming in chunks is computed once, after it
+// ends, not after every pause between chunks; TriggerNow (a plane going
+// down) computes at once, in the middle of one.
+func TestLargeBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
+	cli := kvtest.New(t).Client
+	cfg := publish.DefaultConfig()
+	cfg.ID, cfg.MaxTxnOps, cfg.ParallelTxns, cfg.SessionTTL = "a", 16, 2, 2
+	// Pauses between chunks (40 ms) are longer than Debounce and shorter
+	// than MaxDelay, the pause that ends a large burst.
+	cfg.Debounce, cfg.MaxDelay, cfg.HoldBurst, cfg.HoldMax = 20*time.Millisecond, 300*time.Millisecond, 64, 10*time.Second
+	src := &source{}
+	src.set(output(3, false))
+	c := &computations{src: src}
+	p := publish.New(cli, cfg, testenv.Logger(t))
+	results := make(chan publish.Result, 100)
+	p.OnResult(func(r publish.Result) { results <- r })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx, c.compute); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitResult(t, results) // the publication on winning
+
+	start := time.Now()
+	end := burst(p, 10, 100, 40*time.Millisecond)
+	time.Sleep(cfg.MaxDelay + 500*time.Millisecond)
+	got := c.since(start)
+	if len(got) != 1 || got[0].Before(end) {
+		t.Fatalf("a burst of 10 chunks over %v: %d computations at %v after it began, want 1 after it ended (%v)",
+			end.Sub(start), len(got), offsets(got, start), end.Sub(start))
+	}
+
+	// A plane goes down in the middle of a large burst.
+	start = time.Now()
+	burst(p, 3, 100, 40*time.Millisecond)
+	urgent := time.Now()
+	p.TriggerNow()
+	end = burst(p, 15, 100, 40*time.Millisecond)
+	got = c.since(urgent)
+	if len(got) == 0 || !got[0].Before(end) {
+		t.Fatalf("TriggerNow %v into a burst: computations at %v after it began, want one before the burst ended (%v)",
+			urgent.Sub(start), offsets(got, start), end.Sub(start))
+	}
+	if n := len(c.since(start)) - len(got); n != 0 {
+		t.Fatalf("%d computations before TriggerNow in a large burst, want 0", n)
+	}
+}
+
+func offsets(ts []time.Time, from time.Time) []time.Duration {
+	out := make([]time.Duration, len(ts))
+	for i, t := range ts {
+		out[i] = t.Sub(from).Round(time.Millisecond)
+	}
+	return out
+}
