@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"testing"
@@ -79,6 +80,23 @@ type observer struct {
 func (o *observer) ObserveEvidence(ev map[string]planes.LinkEvidence) {
 	o.mu.Lock()
 	o.last = ev
+	o.mu.Unlock()
+}
+
+func (o *observer) ChangeEvidence(changes map[string]planes.LinkEvidence) {
+	o.mu.Lock()
+	next := map[string]planes.LinkEvidence{}
+	for k, v := range o.last {
+		next[k] = v
+	}
+	for k, v := range changes {
+		if v.State == "" {
+			delete(next, k)
+		} else {
+			next[k] = v
+		}
+	}
+	o.last = next
 	o.mu.Unlock()
 }
 
@@ -185,5 +203,76 @@ func TestWatcherLogsARefusalOnce(t *testing.T) {
 	}
 	if n := warn.count(); n != 2 {
 		t.Fatalf("%d warnings for 5 refusals of 2 reasons, want 2", n)
+	}
+}
+
+// Judging only what changed gives what judging everything gives, and a
+// status hands on the links it concerns, not the fabric's.
+func TestJudgingWhatChangedMatchesJudgingAll(t *testing.T) {
+	const hosts, nplanes = 40, 4
+	var links []planes.Link
+	for h := range hosts {
+		for p := range nplanes {
+			links = append(links, planes.Link{Name: fmt.Sprintf("s%d:h%d", p, h), Plane: fmt.Sprintf("p%d", p),
+				Endpoint: fmt.Sprintf("h%d", h), Address: netip.AddrFrom4([4]byte{10, byte(p), 0, byte(h + 1)})})
+		}
+	}
+	obs := &observer{}
+	w := New(nil, obs, nil)
+	w.SetTopology(links)
+	rng := rand.New(rand.NewPCG(1, 2))
+	handOn := func() int {
+		ev, all := w.judge()
+		if all {
+			obs.ObserveEvidence(ev)
+		} else {
+			obs.ChangeEvidence(ev)
+		}
+		return len(ev)
+	}
+	handOn()
+	for step := range 400 {
+		name := fmt.Sprintf("h%d", rng.IntN(hosts))
+		w.mu.Lock()
+		if rng.IntN(6) == 0 {
+			w.setLocked(name, nil) // the agent's lease ended
+		} else {
+			var paths []contract.PathStatus
+			for p := range nplanes {
+				ps := contract.PathStatus{Plane: fmt.Sprintf("p%d", p)}
+				for range rng.IntN(3) {
+					peer := rng.IntN(hosts)
+					reach := rng.IntN(3) > 0
+					ps.Peers = append(ps.Peers, contract.PeerPath{Address: fmt.Sprintf("10.%d.0.%d", p, peer+1), Reachable: reach})
+					if reach {
+						ps.PeersReachable++
+					} else {
+						ps.PeersUnreachable++
+					}
+				}
+				paths = append(paths, ps)
+			}
+			w.setLocked(name, newReport(status(name, paths...)))
+		}
+		w.mu.Unlock()
+		n := handOn()
+		// One endpoint's links, and those of the peers it vouches for.
+		if limit := nplanes + 2*nplanes*2; n > limit {
+			t.Fatalf("step %d: one status handed on %d links, want at most %d", step, n, limit)
+		}
+		w.mu.Lock()
+		want := Judge(links, w.reports, w.vouch)
+		w.mu.Unlock()
+		obs.mu.Lock()
+		got := obs.last
+		obs.mu.Unlock()
+		if len(got) != len(want) {
+			t.Fatalf("step %d: %d links have evidence, judging all gives %d", step, len(got), len(want))
+		}
+		for name, e := range want {
+			if g := got[name]; g.State != e.State || g.Reason != e.Reason {
+				t.Fatalf("step %d: %s = %s %q, judging all gives %s %q", step, name, g.State, g.Reason, e.State, e.Reason)
+			}
+		}
 	}
 }

@@ -17,9 +17,11 @@ import (
 	"github.com/multiplane/multiplane/planes"
 )
 
-// Observer takes the evidence of every link (the health engine).
+// Observer takes the links' evidence (the health engine): all of it, or
+// what changed (a zero LinkEvidence: none).
 type Observer interface {
-	ObserveEvidence(map[string]planes.LinkEvidence)
+	ObserveEvidence(all map[string]planes.LinkEvidence)
+	ChangeEvidence(changes map[string]planes.LinkEvidence)
 }
 
 // Debounce is how long the watcher gathers status changes before it
@@ -44,8 +46,17 @@ type Watcher struct {
 	vouch   map[vouchKey]int
 	badWhy  map[string]string              // each endpoint's last refusal, logged once
 	last    map[string]planes.LinkEvidence // as last given, for Since
-	dirty   chan struct{}
-	resync  chan struct{}
+	// What changed since the last judgment: only the links of these
+	// endpoints and addresses are judged again (a wave of thousands of
+	// statuses after each generation must not cost the whole fabric each
+	// time), unless all is set (a new topology).
+	byEndpoint  map[string][]int // link indexes
+	byAddress   map[vouchKey][]int
+	changedEnds map[string]bool
+	changedAddr map[vouchKey]bool
+	all         bool
+	dirty       chan struct{}
+	resync      chan struct{}
 }
 
 // New returns a watcher of cli's statuses feeding obs.
@@ -57,7 +68,8 @@ func New(cli *clientv3.Client, obs Observer, logger *slog.Logger) *Watcher {
 		invalid: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "multiplane", Subsystem: "evidence",
 			Name: "invalid_statuses_total", Help: "Agent statuses fabricd could not use as evidence (malformed, wrong name, newer schema, over the bounds)."}),
 		known: map[string]bool{}, reports: map[string]report{}, vouch: map[vouchKey]int{}, badWhy: map[string]string{},
-		last: map[string]planes.LinkEvidence{}, dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1)}
+		last: map[string]planes.LinkEvidence{}, changedEnds: map[string]bool{}, changedAddr: map[vouchKey]bool{},
+		dirty: make(chan struct{}, 1), resync: make(chan struct{}, 1)}
 }
 
 // Collector returns the watcher's metrics.
@@ -83,7 +95,13 @@ func (w *Watcher) SetTopology(links []planes.Link) {
 			delete(w.badWhy, name)
 		}
 	}
-	w.links, w.known = links, known
+	w.links, w.known, w.all = links, known, true
+	w.byEndpoint, w.byAddress = map[string][]int{}, map[vouchKey][]int{}
+	for i, l := range links {
+		w.byEndpoint[l.Endpoint] = append(w.byEndpoint[l.Endpoint], i)
+		k := vouchKey{l.Plane, l.Address.Unmap()}
+		w.byAddress[k] = append(w.byAddress[k], i)
+	}
 	w.mu.Unlock()
 	w.signal(w.dirty)
 	if added {
@@ -209,8 +227,10 @@ func (w *Watcher) putLocked(name string, data []byte) {
 // setLocked replaces endpoint's report (nil: none), keeping the vouch
 // counts; w.mu held.
 func (w *Watcher) setLocked(name string, r report) {
+	w.changedEnds[name] = true
 	if old, ok := w.reports[name]; ok {
 		old.vouches(func(k vouchKey) {
+			w.changedAddr[k] = true
 			if w.vouch[k]--; w.vouch[k] <= 0 {
 				delete(w.vouch, k)
 			}
@@ -219,7 +239,10 @@ func (w *Watcher) setLocked(name string, r report) {
 	}
 	if r != nil {
 		w.reports[name] = r
-		r.vouches(func(k vouchKey) { w.vouch[k]++ })
+		r.vouches(func(k vouchKey) {
+			w.changedAddr[k] = true
+			w.vouch[k]++
+		})
 	}
 }
 
@@ -236,30 +259,70 @@ func (w *Watcher) publish(ctx context.Context) {
 			return
 		case <-time.After(Debounce):
 		}
-		w.obs.ObserveEvidence(w.judge())
+		if ev, all := w.judge(); all {
+			w.obs.ObserveEvidence(ev)
+		} else if len(ev) > 0 {
+			w.obs.ChangeEvidence(ev)
+		}
 	}
 }
 
-// judge returns every link's evidence, keeping Since while a verdict holds.
-func (w *Watcher) judge() map[string]planes.LinkEvidence {
+// judge judges the links whose endpoint's report or address's vouchers
+// changed, keeping Since while a verdict holds, and returns what changed;
+// after a new topology, every link's evidence (all).
+func (w *Watcher) judge() (ev map[string]planes.LinkEvidence, all bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
-	ev := Judge(w.links, w.reports, w.vouch)
-	for name, e := range ev {
-		if prev, ok := w.last[name]; ok && prev.State == e.State {
+	links := w.links
+	if all = w.all; !all {
+		seen := map[int]bool{}
+		links = nil
+		add := func(idx []int) {
+			for _, i := range idx {
+				if !seen[i] {
+					seen[i] = true
+					links = append(links, w.links[i])
+				}
+			}
+		}
+		for name := range w.changedEnds {
+			add(w.byEndpoint[name])
+		}
+		for k := range w.changedAddr {
+			add(w.byAddress[k])
+		}
+	}
+	w.all = false
+	clear(w.changedEnds)
+	clear(w.changedAddr)
+	judged := Judge(links, w.reports, w.vouch)
+	last := w.last
+	if all {
+		w.last = map[string]planes.LinkEvidence{} // links gone leave it
+	}
+	ev = map[string]planes.LinkEvidence{}
+	for _, l := range links {
+		e, has := judged[l.Name]
+		prev, had := last[l.Name]
+		switch {
+		case !has && !had:
+			continue
+		case !has:
+			delete(w.last, l.Name)
+			ev[l.Name] = planes.LinkEvidence{}
+			continue
+		case had && prev.State == e.State:
 			e.Since = prev.Since
-		} else {
+		default:
 			e.Since = now
 		}
-		ev[name] = e
+		w.last[l.Name] = e
+		if all || !had || prev.State != e.State || prev.Reason != e.Reason {
+			ev[l.Name] = e
+		}
 	}
-	w.last = ev
-	out := make(map[string]planes.LinkEvidence, len(ev))
-	for k, v := range ev {
-		out[k] = v
-	}
-	return out
+	return ev, all
 }
 
 // truncate shortens s to at most n bytes of valid UTF-8.

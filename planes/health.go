@@ -370,24 +370,46 @@ func (e *Engine) ObserveEvidence(ev map[string]LinkEvidence) {
 	now := e.clock.Now()
 	touched := map[*linkHealth]struct{}{}
 	for name, lh := range e.byName {
-		next := ev[name]
-		if next.State != LinkUp && next.State != LinkDown {
-			next = LinkEvidence{}
-		}
-		if next.State == lh.evidence.State && next.Reason == lh.evidence.Reason {
-			continue
-		}
-		if next.State != lh.evidence.State {
-			lh.evidenceAt = now
-		}
-		lh.evidence = next
-		if !lh.sw.reachable && !lh.sw.remote {
-			touched[lh] = struct{}{}
+		e.setEvidence(lh, ev[name], now, touched)
+	}
+	events := e.settle(touched, now, nil)
+	e.mu.Unlock()
+	e.bus.Publish(events...)
+}
+
+// ChangeEvidence sets the evidence of the links in changes only, by link
+// name (a zero LinkEvidence: none); it costs what changed, not the
+// fabric's size.
+func (e *Engine) ChangeEvidence(changes map[string]LinkEvidence) {
+	e.mu.Lock()
+	now := e.clock.Now()
+	touched := map[*linkHealth]struct{}{}
+	for name, ev := range changes {
+		if lh, ok := e.byName[name]; ok {
+			e.setEvidence(lh, ev, now, touched)
 		}
 	}
 	events := e.settle(touched, now, nil)
 	e.mu.Unlock()
 	e.bus.Publish(events...)
+}
+
+// setEvidence gives lh its evidence, adding it to touched when that
+// judges it (its switch unreachable). e.mu held.
+func (e *Engine) setEvidence(lh *linkHealth, next LinkEvidence, now time.Time, touched map[*linkHealth]struct{}) {
+	if next.State != LinkUp && next.State != LinkDown {
+		next = LinkEvidence{}
+	}
+	if next.State == lh.evidence.State && next.Reason == lh.evidence.Reason {
+		return
+	}
+	if next.State != lh.evidence.State {
+		lh.evidenceAt = now
+	}
+	lh.evidence = next
+	if !lh.sw.reachable && !lh.sw.remote {
+		touched[lh] = struct{}{}
+	}
 }
 
 // Tick lets hold times expire; Run calls it every interval.

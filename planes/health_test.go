@@ -288,14 +288,13 @@ func TestEndpointEvidenceJudgesLinksOfUnreachableSwitch(t *testing.T) {
 	}
 	h.expectEvents("switch s0 healthy->degraded")
 
-	down := map[string]LinkEvidence{}
-	for k, v := range up {
-		down[k] = v
-	}
-	down["s0:E3"] = LinkEvidence{State: LinkDown, Reason: "reaches none of its peers"}
-	h.e.ObserveEvidence(down)
+	// A change names only the links it changes; the others keep theirs.
+	h.e.ChangeEvidence(map[string]LinkEvidence{"s0:E3": {State: LinkDown, Reason: "reaches none of its peers"}})
 	h.expectLink("s0:E3", LinkDown)
 	h.expectLink("s0:E2", LinkUp)
+	if lh, _ := h.e.LinkHealth("s0:E2"); lh.Evidence == nil || lh.Evidence.State != LinkUp {
+		t.Fatalf("link s0:E2 lost its evidence to another link's change: %+v", lh.Evidence)
+	}
 	if lh, _ := h.e.LinkHealth("s0:E3"); !strings.Contains(lh.Reason, "endpoint evidence: reaches none of its peers") {
 		t.Fatalf("link s0:E3 reason %q", lh.Reason)
 	}
