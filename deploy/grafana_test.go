@@ -67,7 +67,9 @@ func TestGrafanaQueriesUseExportedMetrics(t *testing.T) {
 	}
 
 	ctx := testenv.Context(t)
-	p := fabricdtest.Start(t, "--topology", fabricdtest.ExampleTopology(t))
+	// Nothing serves the example's switches: their links go down after the
+	// unreachable hold, so the series of links not up exist too.
+	p := fabricdtest.Start(t, "--topology", fabricdtest.ExampleTopology(t), "--health-unreachable-hold", "1s")
 	var exported map[string]*dto.MetricFamily
 	missing := func() []string {
 		resp, err := p.Do(ctx, http.MethodGet, "/metrics", nil)
@@ -95,7 +97,8 @@ func TestGrafanaQueriesUseExportedMetrics(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	// The fleet's gauges appear once the first generation is published.
+	// The fleet's gauges appear once the first generation is published,
+	// link states once the unreachable hold has passed.
 	deadline := time.Now().Add(30 * time.Second)
 	for m := missing(); len(m) > 0; m = missing() {
 		if time.Now().After(deadline) {

@@ -24,7 +24,7 @@ var (
 	planeECNDesc = prometheus.NewDesc("multiplane_planes_ecn_ratio",
 		"ECN-marked output packets per output packet on a plane's links.", []string{"plane"}, nil)
 	linkStateDesc = prometheus.NewDesc("multiplane_planes_link_state",
-		"Link state: 0 up, 1 degraded, 2 down (one series per link of the topology).", []string{"link", "plane"}, nil)
+		"State of a link that is not up: 1 degraded, 2 down (up links have no series; multiplane_planes_links counts them).", []string{"link", "plane"}, nil)
 )
 
 // linkStateValue is a link state as a number for the link_state gauge.
@@ -89,9 +89,13 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, ph := range e.planes {
 		planeRows = append(planeRows, planeRow{name, ph.state, withRates(ph, ph.health)})
 	}
-	linkRows := make([]linkRow, 0, len(e.links))
+	// Links that are up have no series: 128,000 of them at 16,000
+	// endpoints made each scrape 10 MB and a second of CPU.
+	var linkRows []linkRow
 	for _, lh := range e.links {
-		linkRows = append(linkRows, linkRow{lh.link.Name, lh.link.Plane, lh.state})
+		if lh.state != LinkUp {
+			linkRows = append(linkRows, linkRow{lh.link.Name, lh.link.Plane, lh.state})
+		}
 	}
 	switchRows := make([]switchRow, 0, len(e.switches))
 	for name, sh := range e.switches {

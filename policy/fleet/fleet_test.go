@@ -67,23 +67,55 @@ func TestCollectorExportsAgents(t *testing.T) {
 	put := func(key string, v any) { putJSON(t, s.Client, key, v) }
 	put(contract.KeyGeneration, contract.GenerationDoc{Generation: 7})
 	put(contract.KeyStatus("h1"), contract.StatusDoc{Endpoint: "h1", AppliedGeneration: 7})
+	put(contract.KeyStatus("h3"), contract.StatusDoc{Endpoint: "h3", AppliedGeneration: 6})
 	put(contract.KeyStatus("stranger"), contract.StatusDoc{Endpoint: "stranger", AppliedGeneration: 9})
-	c := New(s.Client).Collector(func(context.Context) ([]string, error) { return []string{"h1", "h2"}, nil })
+	c := New(s.Client).Collector(func(context.Context) ([]string, error) { return []string{"h1", "h2", "h3"}, nil })
+	// h1 is current and named by no series; h2 is silent, h3 behind.
 	want := `
-# HELP multiplane_fleet_agent_applied_generation The generation an endpoint's agent applied (0: no status).
+# HELP multiplane_fleet_agent_applied_generation The generation an agent behind the target or silent applied (0: no status); agents that are current have no series.
 # TYPE multiplane_fleet_agent_applied_generation gauge
-multiplane_fleet_agent_applied_generation{endpoint="h1"} 7
 multiplane_fleet_agent_applied_generation{endpoint="h2"} 0
-# HELP multiplane_fleet_agent_reporting 1 when the endpoint's agent has a live status in etcd.
+multiplane_fleet_agent_applied_generation{endpoint="h3"} 6
+# HELP multiplane_fleet_agent_reporting 1 when an agent behind the target has a live status in etcd, 0 when silent; agents that are current have no series.
 # TYPE multiplane_fleet_agent_reporting gauge
-multiplane_fleet_agent_reporting{endpoint="h1"} 1
 multiplane_fleet_agent_reporting{endpoint="h2"} 0
+multiplane_fleet_agent_reporting{endpoint="h3"} 1
+# HELP multiplane_fleet_agents Endpoints of the topology by agent state: current (applied the target generation), behind, silent (no live status).
+# TYPE multiplane_fleet_agents gauge
+multiplane_fleet_agents{state="behind"} 1
+multiplane_fleet_agents{state="current"} 1
+multiplane_fleet_agents{state="silent"} 1
 # HELP multiplane_fleet_target_generation The fabric generation the generation key announces.
 # TYPE multiplane_fleet_target_generation gauge
 multiplane_fleet_target_generation 7
 `
 	if err := promtest.CollectAndCompare(c, strings.NewReader(want), "multiplane_fleet_agent_applied_generation",
-		"multiplane_fleet_agent_reporting", "multiplane_fleet_target_generation"); err != nil {
+		"multiplane_fleet_agent_reporting", "multiplane_fleet_agents", "multiplane_fleet_target_generation"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A fleet far behind (a new generation just published) names at most
+// MaxListed endpoints; the counts hold them all.
+func TestCollectorBoundsTheEndpointsItNames(t *testing.T) {
+	s := kvtest.New(t)
+	putJSON(t, s.Client, contract.KeyGeneration, contract.GenerationDoc{Generation: 2})
+	var names []string
+	for i := range MaxListed + 500 {
+		names = append(names, fmt.Sprintf("h%d", i))
+	}
+	c := New(s.Client).Collector(func(context.Context) ([]string, error) { return names, nil })
+	if n := promtest.CollectAndCount(c, "multiplane_fleet_agent_applied_generation"); n != MaxListed {
+		t.Fatalf("%d endpoints named, want %d", n, MaxListed)
+	}
+	want := fmt.Sprintf(`
+# HELP multiplane_fleet_agents Endpoints of the topology by agent state: current (applied the target generation), behind, silent (no live status).
+# TYPE multiplane_fleet_agents gauge
+multiplane_fleet_agents{state="behind"} 0
+multiplane_fleet_agents{state="current"} 0
+multiplane_fleet_agents{state="silent"} %d
+`, len(names))
+	if err := promtest.CollectAndCompare(c, strings.NewReader(want), "multiplane_fleet_agents"); err != nil {
 		t.Fatal(err)
 	}
 }
