@@ -55,6 +55,9 @@ type Agent struct {
 	save    func(path string, doc contract.EndpointDoc, now time.Time) error // saveLKG; tests inject failures
 	running atomic.Bool
 	kick    chan struct{} // refresh the status now
+	// fleetSpread is the status spread the last generation asked for, in
+	// ms (contract.GenerationDoc.StatusSpreadMS).
+	fleetSpread atomic.Int64
 
 	// Progress, for tests and diagnostics: successful reads, and the
 	// etcd revision up to which each key has been processed.
@@ -389,6 +392,7 @@ func (a *Agent) onGeneration(st *watchState, value []byte, rev int64) {
 		return
 	}
 	a.setErr("generation", "")
+	a.fleetSpread.Store(g.StatusSpreadMS)
 	switch {
 	case st.refused || st.readAt != 0 || g.ChangedAll:
 		st.readAt, st.refused = rev, false

@@ -673,3 +673,33 @@ func TestStatusSpreadAfterApply(t *testing.T) {
 		t.Errorf("%d status writes for 2 applies %v apart, want 1", writes, spread/4)
 	}
 }
+
+// A generation that asks for a longer spread than the agent's own (a
+// large fleet) gets it: the status follows the apply no sooner than a
+// quarter of it.
+func TestStatusSpreadOfTheFleet(t *testing.T) {
+	cli := kvtest.New(t).Client
+	putDoc(t, cli, doc("host-a", 1))
+	putGen(t, cli, 1)
+	rec := &recorder{}
+	a := newAgent(t, Config{Endpoint: "host-a", Client: cli, StateDir: t.TempDir(), Planes: 4, StatusSpread: 20 * time.Millisecond,
+		StatusInterval: time.Minute}, rec)
+	start(t, a)
+	testutil.WaitFor(t, wait, "generation 1 in the status", func() bool {
+		st, _, ok := getStatus(t, cli, "host-a")
+		return ok && st.AppliedGeneration == 1
+	})
+	time.Sleep(200 * time.Millisecond) // past any write generation 1 kicked (20 ms spread)
+	const fleet = 4 * time.Second
+	putDoc(t, cli, doc("host-a", 2))
+	putGenDoc(t, cli, contract.GenerationDoc{Generation: 2, PlanesGeneration: 1, Planes: healthy(4), StatusSpreadMS: fleet.Milliseconds()})
+	testutil.WaitFor(t, wait, "the apply", func() bool { return rec.last() == 2 })
+	applied := time.Now()
+	testutil.WaitFor(t, fleet+wait, "generation 2 in the status", func() bool {
+		st, _, _ := getStatus(t, cli, "host-a")
+		return st.AppliedGeneration == 2
+	})
+	if took := time.Since(applied); took < fleet/4-100*time.Millisecond {
+		t.Errorf("the status followed the apply %v later; the generation asked for a spread of %v (at least %v)", took, fleet, fleet/4)
+	}
+}

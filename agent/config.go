@@ -84,7 +84,8 @@ type Config struct {
 	// waits a random time from a quarter of this to this, so thousands of
 	// agents applying one generation do not all write to etcd at once
 	// while others still receive it (default 500 ms; negative: at once).
-	// Evidence is not delayed.
+	// Evidence is not delayed. A generation asking for a longer spread
+	// (contract.GenerationDoc.StatusSpreadMS, sized to the fleet) gets it.
 	StatusSpread time.Duration
 	// EvidenceInterval is how often the agent checks whether a plane's
 	// reachability verdict changed, to report it at once (default 250 ms;
@@ -133,7 +134,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.StatusInterval, "status-interval", DefaultStatusInterval, "how often the status in etcd is refreshed")
-	fs.DurationVar(&c.StatusSpread, "status-spread", DefaultStatusSpread, "a status write an apply calls for waits a random time up to this, so many agents applying one generation do not write at once (negative: at once)")
+	fs.DurationVar(&c.StatusSpread, "status-spread", DefaultStatusSpread, "a status write an apply calls for waits a random time up to this, or up to the generation's status_spread_ms when longer, so many agents applying one generation do not write at once (negative: at once)")
 	fs.DurationVar(&c.EvidenceInterval, "evidence-interval", DefaultEvidenceInterval, "how often a change in the peers' reachability per plane is looked for (reported at once)")
 	fs.DurationVar(&c.LeaseTTL, "status-lease-ttl", DefaultLeaseTTL, "TTL of the lease the status is written under")
 }

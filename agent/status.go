@@ -64,8 +64,11 @@ func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 				if spread == nil {
 					// A quarter of the spread at least: kicks that close
 					// together (an apply and its error) share the write.
-					q := a.cfg.StatusSpread / 4
-					spread = time.After(q + rand.N(a.cfg.StatusSpread-q+1))
+					// The fleet's spread, when longer, keeps all agents'
+					// writes within the rate fabricd asks for.
+					s := max(a.cfg.StatusSpread, time.Duration(a.fleetSpread.Load())*time.Millisecond)
+					q := s / 4
+					spread = time.After(q + rand.N(s-q+1))
 				}
 				continue
 			}

@@ -20,7 +20,15 @@ type GenerationDoc struct {
 	// deleted (at most MaxChanged); ChangedAll says it may be any of them.
 	Changed    []string `json:"changed,omitempty"`
 	ChangedAll bool     `json:"changed_all,omitempty"`
+	// StatusSpreadMS is how long, at least, agents spread the status
+	// writes an apply calls for: fabricd sizes it to the fleet, so that a
+	// generation every agent applies does not write every status at once
+	// (0: the agent's own spread).
+	StatusSpreadMS int64 `json:"status_spread_ms,omitempty"`
 }
+
+// MaxStatusSpreadMS bounds GenerationDoc.StatusSpreadMS.
+const MaxStatusSpreadMS = 60_000
 
 // MaxChanged bounds GenerationDoc.Changed; a generation that wrote more
 // endpoint documents sets ChangedAll instead.

@@ -112,13 +112,15 @@ func TestSpecAndGenerationValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, edit := range map[string]func(*GenerationDoc){
-		"old schema":   func(g *GenerationDoc) { g.Schema = "" },
-		"planes ahead": func(g *GenerationDoc) { g.PlanesGeneration = 6 },
-		"same name":    func(g *GenerationDoc) { g.Planes[1].Name = "p0" },
-		"same index":   func(g *GenerationDoc) { g.Planes[1].Index = 0 },
-		"state":        func(g *GenerationDoc) { g.Planes[0].State = "on fire" },
-		"ratio":        func(g *GenerationDoc) { g.Planes[0].CapacityRatio = 1.5 },
-		"changed":      func(g *GenerationDoc) { g.Changed = make([]string, MaxChanged+1) },
+		"old schema":      func(g *GenerationDoc) { g.Schema = "" },
+		"planes ahead":    func(g *GenerationDoc) { g.PlanesGeneration = 6 },
+		"same name":       func(g *GenerationDoc) { g.Planes[1].Name = "p0" },
+		"same index":      func(g *GenerationDoc) { g.Planes[1].Index = 0 },
+		"state":           func(g *GenerationDoc) { g.Planes[0].State = "on fire" },
+		"ratio":           func(g *GenerationDoc) { g.Planes[0].CapacityRatio = 1.5 },
+		"changed":         func(g *GenerationDoc) { g.Changed = make([]string, MaxChanged+1) },
+		"spread":          func(g *GenerationDoc) { g.StatusSpreadMS = MaxStatusSpreadMS + 1 },
+		"negative spread": func(g *GenerationDoc) { g.StatusSpreadMS = -1 },
 	} {
 		g := gen
 		g.Planes = testPlanes()

@@ -205,6 +205,9 @@ func (g *GenerationDoc) Validate() error {
 	if len(g.Changed) > MaxChanged {
 		return bad("%d changed endpoints, more than %d", len(g.Changed), MaxChanged)
 	}
+	if g.StatusSpreadMS < 0 || g.StatusSpreadMS > MaxStatusSpreadMS {
+		return bad("status spread %d ms not in [0, %d]", g.StatusSpreadMS, MaxStatusSpreadMS)
+	}
 	return nil
 }
 

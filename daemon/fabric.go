@@ -199,7 +199,7 @@ func (f *fabricView) compute(ctx context.Context) (publish.Input, error) {
 
 // triggerOnChanges republishes on every health transition: at once when
 // a plane goes down, otherwise once a burst of changes ends
-// (publish.Config.HoldBurst). A switch going down is no reason to hurry: a
+// (publish.Config.HoldQuiet). A switch going down is no reason to hurry: a
 // plane fails switch by switch, and publishing the first switch's links
 // down would write every endpoint behind it, then again once the plane is
 // down and covers them.
@@ -228,7 +228,7 @@ func (f *fabricView) triggerOnChanges(ctx context.Context, sub *planes.Subscript
 			if failing {
 				f.publisher.TriggerNow()
 			} else {
-				f.publisher.Trigger()
+				f.publisher.TriggerHealth()
 			}
 			if f.sharder != nil {
 				f.sharder.Changed()

@@ -38,30 +38,32 @@ func (c *computations) since(t time.Time) []time.Time {
 	return out
 }
 
-// burst sends chunks of triggers, gap apart, as a plane failing switch by
-// switch does; it returns when the last chunk was sent.
+// burst sends chunks of health changes, gap apart, as a plane failing
+// switch by switch does; it returns when the last chunk was sent.
 func burst(p *publish.Publisher, chunks, size int, gap time.Duration) time.Time {
 	for i := range chunks {
 		if i > 0 {
 			time.Sleep(gap)
 		}
 		for range size {
-			p.Trigger()
+			p.TriggerHealth()
 		}
 	}
 	return time.Now()
 }
 
-// A large burst of changes coming in chunks is computed once, after it
-// ends, not after every pause between chunks; TriggerNow (a plane going
-// down) computes at once, in the middle of one.
-func TestLargeBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
+// A burst of health changes coming in chunks, however small, is computed
+// once, after it ends, not after every pause between chunks; TriggerNow
+// (a plane going down) computes at once, in the middle of one; other
+// changes (a drain) are not held.
+func TestHealthBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 	cli := kvtest.New(t).Client
 	cfg := publish.DefaultConfig()
 	cfg.ID, cfg.MaxTxnOps, cfg.ParallelTxns, cfg.SessionTTL = "a", 16, 2, 2
-	// Pauses between chunks (40 ms) are longer than Debounce and shorter
-	// than MaxDelay, the pause that ends a large burst.
-	cfg.Debounce, cfg.MaxDelay, cfg.HoldBurst, cfg.HoldMax = 20*time.Millisecond, 300*time.Millisecond, 64, 10*time.Second
+	// Pauses between chunks (40 ms) are longer than Debounce and
+	// MaxDelay, shorter than HoldQuiet, the pause that ends a large burst.
+	cfg.Debounce, cfg.MaxDelay = 20*time.Millisecond, 30*time.Millisecond
+	cfg.HoldQuiet, cfg.HoldMax = 300*time.Millisecond, 10*time.Second
 	src := &source{}
 	src.set(output(3, false))
 	c := &computations{src: src}
@@ -74,13 +76,23 @@ func TestLargeBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	waitResult(t, results) // the publication on winning
 
+	for _, size := range []int{100, 1} { // a plane's switches failing; a few links
+		start := time.Now()
+		end := burst(p, 10, size, 40*time.Millisecond)
+		time.Sleep(cfg.HoldQuiet + 500*time.Millisecond)
+		got := c.since(start)
+		if len(got) != 1 || got[0].Before(end) {
+			t.Fatalf("a burst of 10 chunks of %d over %v: %d computations at %v after it began, want 1 after it ended (%v)",
+				size, end.Sub(start), len(got), offsets(got, start), end.Sub(start))
+		}
+	}
+
+	// An operator's change is not held.
 	start := time.Now()
-	end := burst(p, 10, 100, 40*time.Millisecond)
-	time.Sleep(cfg.MaxDelay + 500*time.Millisecond)
-	got := c.since(start)
-	if len(got) != 1 || got[0].Before(end) {
-		t.Fatalf("a burst of 10 chunks over %v: %d computations at %v after it began, want 1 after it ended (%v)",
-			end.Sub(start), len(got), offsets(got, start), end.Sub(start))
+	p.Trigger()
+	time.Sleep(cfg.MaxDelay + 100*time.Millisecond)
+	if got := c.since(start); len(got) != 1 {
+		t.Fatalf("a drain: %d computations in %v, want 1 within MaxDelay (%v)", len(got), cfg.MaxDelay+100*time.Millisecond, cfg.MaxDelay)
 	}
 
 	// A plane goes down in the middle of a large burst.
@@ -88,8 +100,8 @@ func TestLargeBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 	burst(p, 3, 100, 40*time.Millisecond)
 	urgent := time.Now()
 	p.TriggerNow()
-	end = burst(p, 15, 100, 40*time.Millisecond)
-	got = c.since(urgent)
+	end := burst(p, 15, 100, 40*time.Millisecond)
+	got := c.since(urgent)
 	if len(got) == 0 || !got[0].Before(end) {
 		t.Fatalf("TriggerNow %v into a burst: computations at %v after it began, want one before the burst ended (%v)",
 			urgent.Sub(start), offsets(got, start), end.Sub(start))
