@@ -35,12 +35,16 @@ type ConvergenceConfig struct {
 	Sample      time.Duration
 	DrainCycles int           // drain/undrain cycles, one a second
 	Timeout     time.Duration // per convergence
+	// Settle is the quiet time between the agents' first convergence and
+	// the first event: the statuses of their first apply are taken in,
+	// and fabricd's idle CPU is measured.
+	Settle time.Duration
 }
 
 // DefaultConvergenceConfig is the setup: 4,000 agents.
 func DefaultConvergenceConfig() ConvergenceConfig {
 	return ConvergenceConfig{FabricdBin: "bin/fabricd", Endpoints: 4000, Planes: 8, PerPlane: 4, Clients: 8,
-		Sample: 10 * time.Second, DrainCycles: 60, Timeout: 30 * time.Second}
+		Sample: 10 * time.Second, DrainCycles: 60, Timeout: 30 * time.Second, Settle: 10 * time.Second}
 }
 
 // Convergence is one measured event.
@@ -69,6 +73,7 @@ type ConvergenceResult struct {
 	AgentHeapBytes   float64 // per agent
 	AgentGoroutines  float64 // per agent
 	FabricdCPUPerSec float64 // during the drain cycles
+	FabricdIdleCPU   float64 // cores, over the settle time
 	// DrainWrites and DrainBytes are fabricd's etcd writes and bytes over
 	// all drain operations, from fresh /metrics answers before and after
 	// (one per operation would read answers cached for a second).
@@ -226,6 +231,13 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	res.AgentGoroutines = float64(runtime.NumGoroutine()-g0) / float64(len(names))
 	logger.Info("agents converged on the first generation", "agents", len(names), "took", res.Initial)
 
+	if cfg.Settle > 0 {
+		cpu0, _ := cpuSeconds(fd.Pid())
+		settled := time.Now()
+		sleep(ctx, cfg.Settle)
+		cpu1, _ := cpuSeconds(fd.Pid())
+		res.FabricdIdleCPU = (cpu1 - cpu0) / time.Since(settled).Seconds()
+	}
 	genTimes := watchGenerations(ctx, clients[len(clients)-1])
 	// measure waits for the agents after trigger. before, when given, are
 	// fabricd's counters read before the trigger (plane events); without,

@@ -71,8 +71,10 @@ func WriteConvergenceMarkdown(w io.Writer, r *ConvergenceResult, command string)
 		"%d shared etcd clients, one shared status lease) in the benchmark process, applying to a recorder instead of a transport. "+
 		"Everything shares the machine's cores.\n",
 		c.Endpoints, c.Planes, c.PerPlane, c.Endpoints/c.PerPlane, c.Sample, c.Endpoints, c.Clients)
-	fmt.Fprintf(w, "- Agents: %.1f KiB heap and %.1f goroutines each; all %d applied their first generation %.1f s after starting.\n\n",
+	fmt.Fprintf(w, "- Agents: %.1f KiB heap and %.1f goroutines each; all %d applied their first generation %.1f s after starting.\n",
 		r.AgentHeapBytes/1024, r.AgentGoroutines, c.Endpoints, r.Initial.Seconds())
+	fmt.Fprintf(w, "- Idle: fabricd used %.2f cores over the %s settle time before the first event (telemetry at %s sampling).\n\n",
+		r.FabricdIdleCPU, c.Settle, c.Sample)
 	fmt.Fprintf(w, "Latency is from the trigger (first port set DOWN at the switches, or the drain request sent) to each agent applying a document that reflects it. "+
 		"Breakdown: *detect* = trigger → fabricd's health engine changed the plane's state (the event's own timestamp; same clock); *published* = trigger → the generation the agents end on is announced "+
 		"in etcd (detection, computation, debounce, etcd writes); *delivery+apply* = that announcement → each agent applied; *compute* and *etcd write* are "+

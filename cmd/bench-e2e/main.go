@@ -109,6 +109,7 @@ func convergence(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Sample, "sample", cfg.Sample, "gNMI sample interval")
 	fs.IntVar(&cfg.DrainCycles, "drain-cycles", cfg.DrainCycles, "drain/undrain cycles (two operations a cycle, one a second)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "deadline of each convergence")
+	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "quiet time after the agents' first convergence, before the first event (fabricd's idle CPU is measured over it)")
 	logger, err := cm.parse(fs, args)
 	if err != nil {
 		return err
