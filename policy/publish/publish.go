@@ -109,7 +109,7 @@ var ErrGenerationExhausted = errors.New("publish: generation would exceed 2^53; 
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{Debounce: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
-		HoldQuiet: 200 * time.Millisecond, HoldMax: time.Second, StatusWriteRate: 4000, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5,
+		HoldQuiet: 200 * time.Millisecond, HoldMax: time.Second, StatusWriteRate: 8000, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5,
 		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ReconcileEvery: 30 * time.Second,
 		AttemptTimeout: 2 * time.Second}
 }
