@@ -212,25 +212,34 @@ type Writer struct {
 	States func() []planes.Event
 	// Term, if set, is the writer's term (policy leadership's election
 	// revision) and whether it leads now: appends go through
-	// Store.AppendAs, so once a later term has written, a writer that no
-	// longer leads has its appends dropped (its successor caught up).
-	Term func() (term int64, leading bool)
+	// Store.AppendAs, so once a later term has written, a writer's appends
+	// are dropped (its successor caught up), even while it still believes
+	// it leads: a deposed leader learns so only when its session expires,
+	// and its appends after its successor's catch-up recorded transitions
+	// twice (make chaos). A writer refused while leading with the same term
+	// for TakeOverAfter takes over: it leads a new etcd cluster, whose
+	// terms start again.
+	Term          func() (term int64, leading bool)
+	TakeOverAfter time.Duration
 
 	metrics writerMetrics
 }
 
 // Default sizes of NewWriter, and of the queued subscription fabricd gives
 // the writer (planes.Bus.SubscribeQueued(SubscriptionBuffer, SubscriptionLimit)).
+// DefaultTakeOverAfter is three times the longest leader session TTL
+// fabricd allows by default (5 s).
 const (
-	DefaultMaxPending  = 100_000
-	SubscriptionBuffer = 1024
-	SubscriptionLimit  = 1_000_000
+	DefaultMaxPending    = 100_000
+	SubscriptionBuffer   = 1024
+	SubscriptionLimit    = 1_000_000
+	DefaultTakeOverAfter = 15 * time.Second
 )
 
 // NewWriter returns a writer with default batching.
 func NewWriter(store *Store, logger *slog.Logger) *Writer {
 	return &Writer{store: store, logger: logger, MaxBatch: 1000, FlushEvery: 100 * time.Millisecond,
-		MaxPending: DefaultMaxPending, metrics: newWriterMetrics()}
+		MaxPending: DefaultMaxPending, TakeOverAfter: DefaultTakeOverAfter, metrics: newWriterMetrics()}
 }
 
 // Run writes events from sub until ctx ends or sub closes, then flushes
@@ -340,6 +349,10 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 		pending = append(pending, planes.Event{At: time.Now().UTC(), SubjectKind: planes.SubjectHistory, Subject: "events",
 			Kind: planes.EventHistoryGap, Reason: gapReason(lost), Evidence: map[string]any{"lost": lost}})
 	}
+	// Refused while leading with refusedTerm since refusedSince.
+	var refused bool
+	var refusedTerm int64
+	var refusedSince time.Time
 	flush := func(c context.Context) {
 		if len(pending) == 0 || time.Now().Before(retryAt) {
 			return
@@ -347,7 +360,14 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 		var err error
 		if w.Term != nil {
 			term, leading := w.Term()
-			err = w.store.AppendAs(c, pending, term, leading)
+			force := leading && refused && refusedTerm == term && time.Since(refusedSince) >= w.TakeOverAfter
+			err = w.store.AppendAs(c, pending, term, force)
+			switch {
+			case err == nil || !leading:
+				refused = false
+			case errors.Is(err, ErrStaleWriter) && !(refused && refusedTerm == term):
+				refused, refusedTerm, refusedSince = true, term, time.Now()
+			}
 		} else {
 			err = w.store.Append(c, pending)
 		}

@@ -279,3 +279,37 @@ func TestHistoryRefusesAStaleWriter(t *testing.T) {
 		t.Fatalf("%d events in the history after the stale writer, want 5", n)
 	}
 }
+
+// A deposed leader that still believes it leads (its session has not
+// expired yet) is refused once its successor wrote; a leader refused for
+// TakeOverAfter (a new etcd cluster: terms start again) takes over.
+func TestLeadingWriterOfAnOlderTermTakesOverOnlyAfterAWhile(t *testing.T) {
+	db := storetest.New(t)
+	store := events.New(db.Pool())
+	ctx := context.Background()
+	if err := store.AppendAs(ctx, numbered(0, 1), 9, false); err != nil { // the successor wrote
+		t.Fatal(err)
+	}
+	bus := planes.NewBus()
+	sub := bus.Subscribe(100)
+	w := events.NewWriter(store, testenv.Logger(t))
+	w.Term = func() (int64, bool) { return 5, true }
+	w.TakeOverAfter = 2 * time.Second
+	startWriter(t, w, sub)
+	start := time.Now()
+	bus.Publish(numbered(1, 3)...)
+	testutil.WaitFor(t, 10*time.Second, "the deposed leader's events dropped", func() bool {
+		return metric(t, w, "multiplane_events_stale_dropped_total") == 3
+	})
+	if n, _ := history(t, store); n != 1 {
+		t.Fatalf("%d events in the history after the deposed leader's append, want 1", n)
+	}
+	for time.Since(start) < w.TakeOverAfter+200*time.Millisecond {
+		time.Sleep(100 * time.Millisecond)
+	}
+	bus.Publish(numbered(4, 2)...)
+	testutil.WaitFor(t, 10*time.Second, "a leader refused for TakeOverAfter takes over", func() bool {
+		n, _ := history(t, store)
+		return n == 3
+	})
+}
