@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"github.com/multiplane/multiplane/fabricsim/gnmisim"
 	"github.com/multiplane/multiplane/internal/fabricdproc"
 	"github.com/multiplane/multiplane/kv"
+	"github.com/multiplane/multiplane/planes"
 )
 
 // ConvergenceConfig sizes the convergence benchmark.
@@ -149,7 +151,7 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	switches := cfg.Planes * cfg.PerPlane
 	ports := cfg.Endpoints / cfg.PerPlane
 	sys, err := startSystem(ctx, gnmisim.FleetConfig{Switches: switches, Ports: ports, Planes: cfg.Planes,
-		Tick: cfg.Sample, Logger: logger.With("component", "gnmisim")}, cfg.FabricdBin, cfg.WorkDir, "fabricd-convergence",
+		Tick: cfg.Sample, Stagger: true, Logger: logger.With("component", "gnmisim")}, cfg.FabricdBin, cfg.WorkDir, "fabricd-convergence",
 		"--health-up-hold", "1s")
 	if err != nil {
 		return nil, err
@@ -158,10 +160,6 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	fleet, topo, fd := sys.fleet, sys.topo, sys.fd
 	dataDir := filepath.Join(cfg.WorkDir, "fabricd-convergence")
 	if err := waitSynced(ctx, fd, switches, 3*time.Minute); err != nil {
-		return nil, err
-	}
-	events, err := streamEvents(ctx, fd)
-	if err != nil {
 		return nil, err
 	}
 	endpoints, err := kv.EmbeddedEndpoints(dataDir)
@@ -256,8 +254,13 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 		}
 		c.Latency = quantiles(lat)
 		if detectPlane != "" {
-			if at := findEvent(events, detectPlane, detectTo); !at.IsZero() { // fabricd's own timestamp
+			// From the history once the agents converged: a stream read
+			// during the event would compete with it (4,000 link
+			// transitions). The event's own timestamp, same clock.
+			if at, err := planeEvent(ctx, fd, detectPlane, detectTo, trigger); err == nil {
 				c.Detect = at.Sub(trigger)
+			} else {
+				logger.Warn("plane event not found in the history", "plane", detectPlane, "to", detectTo, "err", err)
 			}
 		}
 		// The generation agents end on, and when it was announced.
@@ -295,7 +298,6 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 			planeSwitches = append(planeSwitches, sw)
 		}
 	}
-	drainEvents(events)
 	before := readPolicyCounters(ctx, fd, true)
 	t0 := time.Now()
 	setPlane(planeSwitches, "DOWN")
@@ -303,7 +305,6 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	res.PlaneDown = measure(t0, before, "p0", "down", lacks("p0"))
 	logger.Info("plane down converged", "p99", res.PlaneDown.Latency.P99, "missing", res.PlaneDown.Missing)
 
-	drainEvents(events)
 	before = readPolicyCounters(ctx, fd, true)
 	t0 = time.Now()
 	setPlane(planeSwitches, "UP")
@@ -382,27 +383,28 @@ func setPlane(sws []*gnmisim.Switch, oper string) {
 	wg.Wait()
 }
 
-// drainEvents drops the events received so far (no more than the
-// channel holds now: a stream that keeps coming, the 128,000 links of a
-// 16,000-endpoint fabric reported at start, must not hold it forever).
-func drainEvents(ch <-chan sseEvent) {
-	for n := len(ch); n > 0; n-- {
-		<-ch
-	}
-}
-
-// findEvent returns when a plane reached a state, from the events so far.
-func findEvent(ch <-chan sseEvent, plane, to string) time.Time {
-	deadline := time.After(time.Second)
+// planeEvent returns when fabricd's health engine took plane to state to,
+// the first such transition since since, from the event history (waiting
+// up to a few seconds for the history writer).
+func planeEvent(ctx context.Context, fd *fabricdproc.Proc, plane, to string, since time.Time) (time.Time, error) {
+	q := url.Values{"subject_kind": {"plane"}, "subject": {plane}, "since": {since.UTC().Format(time.RFC3339Nano)}, "limit": {"100"}}
+	deadline := time.Now().Add(5 * time.Second)
 	for {
-		select {
-		case e := <-ch:
-			if e.SubjectKind == "plane" && e.Subject == plane && e.To == to {
-				return e.Stamped
-			}
-		case <-deadline:
-			return time.Time{}
+		var page struct {
+			Items []planes.Event `json:"items"`
 		}
+		if err := fd.GetJSON(ctx, "/api/v1/events?"+q.Encode(), &page); err != nil {
+			return time.Time{}, err
+		}
+		for _, e := range page.Items {
+			if e.Kind == planes.EventStateChange && e.To == to {
+				return e.At, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("no transition of plane %s to %s since %s", plane, to, since.Format(time.RFC3339Nano))
+		}
+		sleep(ctx, 100*time.Millisecond)
 	}
 }
 

@@ -67,7 +67,7 @@ func WriteConvergenceMarkdown(w io.Writer, r *ConvergenceResult, command string)
 	machineLines(w)
 	fmt.Fprintf(w, "- Command: `%s`\n", command)
 	fmt.Fprintf(w, "- Setup: the real `fabricd` binary (private PostgreSQL, embedded etcd, policy leader) with %d endpoints on %d planes, "+
-		"%d emulated gNMI switches per plane (%d ports each, %v sampling); %d endpoint agents (real agent code, real etcd watches, "+
+		"%d emulated gNMI switches per plane (%d ports each, %v sampling, the switches' samples spread evenly over the interval as independent switches' are); %d endpoint agents (real agent code, real etcd watches, "+
 		"%d shared etcd clients, one shared status lease) in the benchmark process, applying to a recorder instead of a transport. "+
 		"Everything shares the machine's cores.\n",
 		c.Endpoints, c.Planes, c.PerPlane, c.Endpoints/c.PerPlane, c.Sample, c.Endpoints, c.Clients)
@@ -76,9 +76,9 @@ func WriteConvergenceMarkdown(w io.Writer, r *ConvergenceResult, command string)
 	fmt.Fprintf(w, "- Idle: fabricd used %.2f cores over the %s settle time before the first event (telemetry at %s sampling).\n\n",
 		r.FabricdIdleCPU, c.Settle, c.Sample)
 	fmt.Fprintf(w, "Latency is from the trigger (first port set DOWN at the switches, or the drain request sent) to each agent applying a document that reflects it. "+
-		"Breakdown: *detect* = trigger → fabricd's health engine changed the plane's state (the event's own timestamp; same clock); *published* = trigger → the generation the agents end on is announced "+
+		"Breakdown: *detect* = trigger → fabricd's health engine changed the plane's state (the event's own timestamp, read from the event history after the agents converged; same clock); *published* = trigger → the generation the agents end on is announced "+
 		"in etcd (detection, computation, debounce, etcd writes); *delivery+apply* = that announcement → each agent applied; *compute* and *etcd write* are "+
-		"fabricd's own time computing the policy and writing it, summed over the generations it published for the event.\n\n")
+		"fabricd's own time computing the policy (for a plane going down: the planes' statuses, written ahead of the full computation) and writing it, summed over the generations it published for the event.\n\n")
 	fmt.Fprintf(w, "| event | latency p50 / p99 / max | detect | published | delivery+apply p50 / p99 | compute | etcd write | generations | etcd writes | bytes written | fabricd CPU | agents missing |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	convRow(w, fmt.Sprintf("plane p0 down (all %d ports DOWN via gNMI; injection took %.0f ms)", c.Endpoints, ms(r.Injection)), r.PlaneDown)

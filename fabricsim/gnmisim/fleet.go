@@ -19,8 +19,11 @@ type FleetConfig struct {
 	Prefix   string // switch name prefix; default "sw" (sw0, sw1, ...)
 	// Tick, Burst: as in Config. OctetsPerSec: per port and direction, for
 	// the Synthetic source (default 1e6).
-	Tick         time.Duration
-	Burst        bool
+	Tick  time.Duration
+	Burst bool
+	// Stagger spreads the switches' Ticks evenly over one Tick (switch i
+	// publishes i × Tick / Switches later) instead of all in step.
+	Stagger      bool
 	OctetsPerSec float64
 	OperPoll     time.Duration // as in Config
 	// Source, when set, makes the source of switch i (default Synthetic).
@@ -64,8 +67,12 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 			if cfg.Source != nil {
 				src = cfg.Source(i)
 			}
+			var phase time.Duration
+			if cfg.Stagger {
+				phase = cfg.Tick * time.Duration(i) / time.Duration(cfg.Switches)
+			}
 			sw, err := Start(Config{Name: fmt.Sprintf("%s%d", cfg.Prefix, i), Source: src,
-				Tick: cfg.Tick, Burst: cfg.Burst, OperPoll: cfg.OperPoll, Logger: cfg.Logger})
+				Tick: cfg.Tick, Phase: phase, Burst: cfg.Burst, OperPoll: cfg.OperPoll, Logger: cfg.Logger})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

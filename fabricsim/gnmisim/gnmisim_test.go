@@ -383,3 +383,24 @@ func TestFleetTopologyIsValid(t *testing.T) {
 		t.Fatalf("%d switches, %d endpoints, %d links", len(topo.Switches), len(topo.Endpoints), len(topo.Links()))
 	}
 }
+
+// A staggered fleet's switches publish one after the other over a Tick,
+// not in step.
+func TestFleetStaggerSpreadsTicks(t *testing.T) {
+	const tick = 2 * time.Second
+	f, err := StartFleet(FleetConfig{Switches: 2, Ports: 2, Tick: tick, Stagger: true, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	start := [2]uint64{f.Switches[0].Ticks(), f.Switches[1].Ticks()}
+	time.Sleep(tick + tick/4) // switch 0 ticked once; switch 1 (half a Tick later) not yet
+	got := [2]uint64{f.Switches[0].Ticks() - start[0], f.Switches[1].Ticks() - start[1]}
+	if got != [2]uint64{1, 0} {
+		t.Fatalf("ticks after %v: %v, want switch 0 once and switch 1 not yet", tick+tick/4, got)
+	}
+	time.Sleep(tick / 2)
+	if n := f.Switches[1].Ticks() - start[1]; n != 1 {
+		t.Fatalf("switch 1 ticked %d times after %v, want once", n, tick+3*tick/4)
+	}
+}

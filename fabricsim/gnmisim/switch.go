@@ -37,6 +37,9 @@ type Config struct {
 	Source  CounterSource // required
 	// Tick is how often counters are read and published; default 1 s.
 	Tick time.Duration
+	// Phase delays the first Tick: switches started together then do not
+	// publish in step, as independent switches do not.
+	Phase time.Duration
 	// Burst publishes as fast as possible instead of every Tick (benchmarks).
 	Burst bool
 	// OperPoll, when set, also reads the source this often and publishes
@@ -182,6 +185,13 @@ func (s *Switch) loop() {
 	var t *time.Ticker
 	var tick <-chan time.Time
 	if !s.cfg.Burst {
+		if s.cfg.Phase > 0 {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(s.cfg.Phase):
+			}
+		}
 		t = time.NewTicker(s.cfg.Tick)
 		defer t.Stop()
 		tick = t.C
