@@ -321,6 +321,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	wg.Go(func() { engine.Run(bg, 50*time.Millisecond) })
 	wg.Go(func() { fabric.follow(bg, 30*time.Second) })
 	wg.Go(func() { fabric.listen(bg) })
+	publisher.SetPlanesNow(fabric.planesNow)
 	wg.Go(func() { publisher.Run(bg, fabric.compute) })
 	wg.Go(func() { collector.Run(bg) })
 	if sharder != nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/multiplane/multiplane/contract"
 	"github.com/multiplane/multiplane/events"
 	"github.com/multiplane/multiplane/evidence"
 	"github.com/multiplane/multiplane/history"
@@ -195,6 +196,19 @@ func (f *fabricView) compute(ctx context.Context) (publish.Input, error) {
 	rev := f.revision
 	f.mu.Unlock()
 	return publish.Input{Output: policy.Compute(in, f.policy), TopologyRevision: rev}, nil
+}
+
+// planesNow is the planes' statuses as they are now, with the intents
+// of the last computation: what the publisher writes at once when a
+// plane goes down.
+func (f *fabricView) planesNow() ([]contract.PlaneStatus, bool) {
+	f.mu.Lock()
+	in := f.loaded
+	f.mu.Unlock()
+	if in.Topology == nil {
+		return nil, false
+	}
+	return policy.Planes(in.Topology, planes.Snapshot(f.engine), in.Intents.Drains), true
 }
 
 // triggerOnChanges republishes on every health transition: at once when

@@ -110,27 +110,12 @@ func Compute(in Input, cfg Config) Output {
 		}
 	}
 	var out Output
+	out.Planes = planeStatuses(t, in.Health, drained[DrainPlane])
 	planeIdx := map[string]int{}
 	planeInfo := map[string]contract.PlaneStatus{}
-	for i, p := range t.Planes {
-		planeIdx[p.Name] = i
-		ph, ok := in.Health.PlaneHealth(p.Name)
-		if !ok {
-			ph = planes.PlaneHealth{State: planes.PlaneHealthy, CapacityRatio: 1}
-		}
-		st := contract.PlaneStatus{Name: p.Name, Index: i, State: string(ph.State), CapacityRatio: ph.CapacityRatio, Drained: drained[DrainPlane][p.Name]}
-		if st.Drained {
-			st.State = string(planes.PlaneDraining)
-		}
-		// A down plane carries nothing, whatever fraction of its links
-		// still answer: a plane failing link by link then changes its
-		// shared key once, not again with every link after the one that
-		// took it down.
-		if ph.State == planes.PlaneDown {
-			st.CapacityRatio = 0
-		}
-		planeInfo[p.Name] = st
-		out.Planes = append(out.Planes, st)
+	for _, st := range out.Planes {
+		planeIdx[st.Name] = st.Index
+		planeInfo[st.Name] = st
 	}
 	classes := map[string]RateClass{}
 	for _, c := range in.Intents.Classes {
@@ -146,6 +131,41 @@ func Compute(in Input, cfg Config) Output {
 	slices.SortFunc(out.Unusable, func(a, b contract.PortRef) int {
 		return cmp.Or(strings.Compare(a.Endpoint, b.Endpoint), strings.Compare(a.Plane, b.Plane))
 	})
+	return out
+}
+
+// Planes derives only the planes' shared statuses (Output.Planes): what
+// a plane going down changes, without every endpoint's document.
+func Planes(t *planes.Topology, h planes.Health, drains []Drain) []contract.PlaneStatus {
+	drained := map[string]bool{}
+	for _, d := range drains {
+		if d.Kind == DrainPlane {
+			drained[d.Target] = true
+		}
+	}
+	return planeStatuses(t, h, drained)
+}
+
+func planeStatuses(t *planes.Topology, h planes.Health, drained map[string]bool) []contract.PlaneStatus {
+	var out []contract.PlaneStatus
+	for i, p := range t.Planes {
+		ph, ok := h.PlaneHealth(p.Name)
+		if !ok {
+			ph = planes.PlaneHealth{State: planes.PlaneHealthy, CapacityRatio: 1}
+		}
+		st := contract.PlaneStatus{Name: p.Name, Index: i, State: string(ph.State), CapacityRatio: ph.CapacityRatio, Drained: drained[p.Name]}
+		if st.Drained {
+			st.State = string(planes.PlaneDraining)
+		}
+		// A down plane carries nothing, whatever fraction of its links
+		// still answer: a plane failing link by link then changes its
+		// shared key once, not again with every link after the one that
+		// took it down.
+		if ph.State == planes.PlaneDown {
+			st.CapacityRatio = 0
+		}
+		out = append(out, st)
+	}
 	return out
 }
 

@@ -310,3 +310,24 @@ func TestPlaneFailureChangesNoEndpointSpec(t *testing.T) {
 		t.Fatalf("h000's port on p1 %+v, unusable %v", p, one.Unusable)
 	}
 }
+
+// Planes alone (what the publisher writes at once when a plane goes
+// down) is what Compute gives for the planes.
+func TestPlanesIsComputesPlanes(t *testing.T) {
+	topo := fabric(t, 4, 8)
+	var links []string
+	for h := 0; h < 8; h++ {
+		links = append(links, fmt.Sprintf("s1:E%d", h))
+	}
+	drains := []Drain{{ID: 1, Kind: DrainPlane, Target: "p3"}, {ID: 2, Kind: DrainSwitch, Target: "s2"}}
+	for _, e := range []*planes.Engine{engineWith(t, topo), engineWith(t, topo, links...), engineWith(t, topo, "s0:E1", "s0:E2")} {
+		in := Input{Topology: topo, Health: e, Intents: Intents{Drains: drains}}
+		want := Compute(in, DefaultConfig()).Planes
+		if got := Planes(topo, e, drains); !reflect.DeepEqual(got, want) {
+			t.Fatalf("Planes = %+v, Compute's planes %+v", got, want)
+		}
+	}
+	if got := Planes(topo, engineWith(t, topo, links...), drains); got[1].State != string(planes.PlaneDown) || got[3].State != string(planes.PlaneDraining) {
+		t.Fatalf("p1 with every link down, p3 drained: %+v", got)
+	}
+}

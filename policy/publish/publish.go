@@ -159,10 +159,13 @@ type Publisher struct {
 	crashAfterTxns int
 	// noWatch disables the watch on owned keys (tests of the periodic
 	// reconciliation).
-	noWatch  bool
-	mu       sync.Mutex
-	last     Result
-	onResult func(Result)
+	noWatch bool
+	// planesNow, when set, gives the planes' statuses as they are now
+	// (SetPlanesNow).
+	planesNow PlanesFunc
+	mu        sync.Mutex
+	last      Result
+	onResult  func(Result)
 
 	driftRepairs    atomic.Uint64 // documents found drifted and rewritten
 	reconciliations atomic.Uint64
@@ -207,6 +210,16 @@ func New(cli *clientv3.Client, cfg Config, logger *slog.Logger) *Publisher {
 	}
 	return &Publisher{cli: cli, cfg: cfg, logger: logger, trigger: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 }
+
+// PlanesFunc returns the planes' statuses as they are now (policy.Planes
+// on the health engine and the intents last computed with); false when
+// it cannot tell.
+type PlanesFunc func() ([]contract.PlaneStatus, bool)
+
+// SetPlanesNow makes TriggerNow publish the planes' statuses from f at
+// once, ahead of the full computation, which then publishes only what
+// else changed. Call it before Run.
+func (p *Publisher) SetPlanesNow(f PlanesFunc) { p.planesNow = f }
 
 // OnResult sets a callback for every publication (metrics, benchmarks).
 // Call it before Run.
@@ -359,9 +372,21 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 			}
 		}
 		woken := time.Now()
-		p.wait(ctx, now)
+		now = p.wait(ctx, now)
 		if ctx.Err() != nil {
 			continue
+		}
+		if now && p.planesNow != nil {
+			published, err := p.publishPlanes(ctx, w)
+			if err != nil {
+				return err
+			}
+			if published {
+				// The rest once the failure's burst is over, not while
+				// the agents take the planes.
+				p.TriggerHealth()
+				continue
+			}
 		}
 		computeStart := time.Now()
 		waited := computeStart.Sub(woken)
@@ -398,11 +423,12 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 // wait coalesces a burst of triggers: it returns once they pause for
 // Debounce, or MaxDelay after it began; or, when only health changes
 // came (a plane fails switch by switch, in chunks), once they pause for
-// HoldQuiet or HoldMax after it began; at once on TriggerNow (now: already).
-func (p *Publisher) wait(ctx context.Context, now bool) {
+// HoldQuiet or HoldMax after it began; at once on TriggerNow (now: already),
+// and then it returns true.
+func (p *Publisher) wait(ctx context.Context, now bool) bool {
 	defer func() { p.plain.Store(0); p.health.Store(0) }()
 	if now {
-		return
+		return true
 	}
 	start := time.Now()
 	for {
@@ -412,16 +438,16 @@ func (p *Publisher) wait(ctx context.Context, now bool) {
 		}
 		left := limit - time.Since(start)
 		if left <= 0 {
-			return
+			return false
 		}
 		select {
 		case <-time.After(min(quiet, left)):
-			return
+			return false
 		case <-p.trigger:
 		case <-p.urgent:
-			return
+			return true
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
 }
@@ -441,6 +467,10 @@ type writer struct {
 	// not encoded again (8,000 of them per computation at 4,000
 	// endpoints, nearly all unchanged).
 	last map[string]any
+	// lastIn is the input of the last complete publication (nil after a
+	// failed or partial one, and before the first): publishPlanes builds
+	// on it.
+	lastIn *Input
 
 	mu      sync.Mutex
 	own     map[int64]bool // etcd revisions of our own transactions
@@ -742,6 +772,7 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	if len(ops) == 0 && w.genKey == w.generation {
+		w.lastIn = &in
 		return Result{Generation: w.generation}, nil
 	}
 	slices.SortFunc(ops, func(a, b op) int { return strings.Compare(a.key, b.key) })
@@ -811,10 +842,83 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 			w.gens[o.key] = gen
 		}
 	}
-	w.content, w.generation, w.genKey, w.genRaw, w.last = newContent, gen, gen, genDoc, last
+	w.content, w.generation, w.genKey, w.genRaw, w.last, w.lastIn = newContent, gen, gen, genDoc, last, &in
 	w.p.highest.Store(gen)
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// publishPlanes publishes the planes' statuses as they are now, with
+// every endpoint's document as last published: what a plane going down
+// needs at once. The full computation follows, and publishes again only
+// if it changed anything else.
+func (p *Publisher) publishPlanes(ctx context.Context, w *writer) (bool, error) {
+	// Only on a complete publication that etcd still holds as written:
+	// no failed update, no drift, no orphan to repair first.
+	if w.lastIn == nil || w.content == nil || w.genKey != w.generation {
+		return false, nil
+	}
+	start := time.Now()
+	planes, ok := p.planesNow()
+	if !ok {
+		return false, nil
+	}
+	computed := time.Since(start)
+	res, err := w.publishPlanes(ctx, planes)
+	if err != nil {
+		if errors.Is(err, ErrGenerationExhausted) {
+			return false, nil // the full computation refuses it too, and says so
+		}
+		return false, err
+	}
+	if res.Written == 0 {
+		return false, nil
+	}
+	res.Compute = computed
+	p.mu.Lock()
+	p.last = res
+	p.mu.Unlock()
+	if p.onResult != nil {
+		p.onResult(res)
+	}
+	p.logger.Info("planes published ahead of the computation", "generation", res.Generation, "written", res.Written,
+		"bytes", res.Bytes, "compute", res.Compute, "write", res.Duration)
+	return true, nil
+}
+
+// publishPlanes writes the planes key with planes, and the generation key,
+// in one transaction; the rest of the last complete publication stays.
+func (w *writer) publishPlanes(ctx context.Context, planes []contract.PlaneStatus) (Result, error) {
+	start := time.Now()
+	if w.generation >= MaxGeneration {
+		return Result{}, ErrGenerationExhausted
+	}
+	in := *w.lastIn
+	in.Output.Planes = planes
+	d := &planesDoc{Schema: contract.SchemaVersion, Planes: planes}
+	content, err := json.Marshal(d)
+	if err != nil {
+		return Result{}, fmt.Errorf("publish: encode %s: %w", contract.KeyPlanes, err)
+	}
+	if bytes.Equal(content, w.content[contract.KeyPlanes]) {
+		return Result{Generation: w.generation}, nil
+	}
+	gen := w.generation + 1
+	d.setGeneration(gen)
+	doc, _ := json.Marshal(d)
+	ops := []op{{key: contract.KeyPlanes, doc: doc}}
+	genDoc, _ := json.Marshal(w.generationDoc(gen, in, ops))
+	err = w.txn(ctx, []clientv3.Op{clientv3.OpPut(contract.KeyPlanes, string(doc)), clientv3.OpPut(contract.KeyGeneration, string(genDoc))})
+	if err != nil {
+		w.content, w.lastIn = nil, nil
+		return Result{}, err
+	}
+	w.content[contract.KeyPlanes] = content
+	w.gens[contract.KeyPlanes] = gen
+	w.generation, w.genKey, w.genRaw, w.lastIn = gen, gen, genDoc, &in
+	w.p.highest.Store(gen)
+	return Result{Generation: gen, Written: 2, Txns: 1, Bytes: len(contract.KeyPlanes) + len(doc) + len(contract.KeyGeneration) + len(genDoc),
+		Duration: time.Since(start)}, nil
 }
 
 // generationDoc is the generation key of an update writing ops: the
