@@ -81,9 +81,11 @@ type Config struct {
 	// so 4,000 endpoints write 400 statuses a second).
 	StatusInterval time.Duration
 	// StatusSpread: a status write an apply (or a new error) calls for
-	// waits a random time from a quarter of this to this, so thousands of
-	// agents applying one generation do not all write to etcd at once
-	// while others still receive it (default 500 ms; negative: at once).
+	// waits a random time from half of this to one and a half times this
+	// (writes spread over this long, starting once most agents have the
+	// generation), so thousands of agents applying one generation do not
+	// all write to etcd at once while others still receive it (default
+	// 500 ms; negative: at once).
 	// Evidence is not delayed. A generation asking for a longer spread
 	// (contract.GenerationDoc.StatusSpreadMS, sized to the fleet) gets it.
 	StatusSpread time.Duration
@@ -134,7 +136,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.StatusInterval, "status-interval", DefaultStatusInterval, "how often the status in etcd is refreshed")
-	fs.DurationVar(&c.StatusSpread, "status-spread", DefaultStatusSpread, "a status write an apply calls for waits a random time up to this, or up to the generation's status_spread_ms when longer, so many agents applying one generation do not write at once (negative: at once)")
+	fs.DurationVar(&c.StatusSpread, "status-spread", DefaultStatusSpread, "a status write an apply calls for waits a random time from half to 1.5 times this (or the generation's status_spread_ms when longer), so many agents applying one generation do not write at once, nor while others still receive it (negative: at once)")
 	fs.DurationVar(&c.EvidenceInterval, "evidence-interval", DefaultEvidenceInterval, "how often a change in the peers' reachability per plane is looked for (reported at once)")
 	fs.DurationVar(&c.LeaseTTL, "status-lease-ttl", DefaultLeaseTTL, "TTL of the lease the status is written under")
 }

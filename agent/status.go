@@ -62,13 +62,14 @@ func (a *Agent) reportLoop(ctx context.Context, cli *clientv3.Client) {
 		case <-a.kick:
 			if a.cfg.StatusSpread > 0 {
 				if spread == nil {
-					// A quarter of the spread at least: kicks that close
-					// together (an apply and its error) share the write.
-					// The fleet's spread, when longer, keeps all agents'
+					// Half the spread at least: kicks that close together
+					// (an apply and its error) share the write, and the
+					// fleet's writes start once most agents have the
+					// generation, not while etcd still delivers it. The
+					// fleet's spread, when longer, keeps all agents'
 					// writes within the rate fabricd asks for.
 					s := max(a.cfg.StatusSpread, time.Duration(a.fleetSpread.Load())*time.Millisecond)
-					q := s / 4
-					spread = time.After(q + rand.N(s-q+1))
+					spread = time.After(s/2 + rand.N(s+1))
 				}
 				continue
 			}
