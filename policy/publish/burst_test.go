@@ -68,12 +68,7 @@ func TestHealthBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 	src.set(output(3, false))
 	c := &computations{src: src}
 	p := publish.New(cli, cfg, testenv.Logger(t))
-	results := make(chan publish.Result, 100)
-	p.OnResult(func(r publish.Result) { results <- r })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx, c.compute); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	results := run(t, p, c.compute)
 	waitResult(t, results) // the publication on winning
 
 	for _, size := range []int{100, 1} { // a plane's switches failing; a few links
@@ -109,6 +104,18 @@ func TestHealthBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 	if n := len(c.since(start)) - len(got); n != 0 {
 		t.Fatalf("%d computations before TriggerNow in a large burst, want 0", n)
 	}
+}
+
+// run runs p with compute until the test ends; its publications come on
+// the channel returned.
+func run(t *testing.T, p *publish.Publisher, compute publish.ComputeFunc) chan publish.Result {
+	results := make(chan publish.Result, 100)
+	p.OnResult(func(r publish.Result) { results <- r })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx, compute); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return results
 }
 
 func offsets(ts []time.Time, from time.Time) []time.Duration {

@@ -29,12 +29,7 @@ func TestPlaneDownPublishesPlanesBeforeComputing(t *testing.T) {
 	p := publish.New(cli, cfg, testenv.Logger(t))
 	planesNow := src.planes
 	p.SetPlanesNow(func() ([]contract.PlaneStatus, bool) { return planesNow(), true })
-	results := make(chan publish.Result, 100)
-	p.OnResult(func(r publish.Result) { results <- r })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx, c.compute); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	results := run(t, p, c.compute)
 	first := waitResult(t, results)
 	_, docRev := generationOf(t, cli, contract.KeyEndpoint("h001"))
 

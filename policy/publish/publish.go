@@ -408,12 +408,7 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 		}
 		res.Compute = computeTook
 		if res.Written > 0 {
-			p.mu.Lock()
-			p.last = res
-			p.mu.Unlock()
-			if p.onResult != nil {
-				p.onResult(res)
-			}
+			p.record(res)
 			p.logger.Info("policy published", "generation", res.Generation, "written", res.Written,
 				"deleted", res.Deleted, "txns", res.Txns, "bytes", res.Bytes, "debounce", waited, "compute", res.Compute, "write", res.Duration)
 		}
@@ -848,6 +843,16 @@ func (w *writer) publish(ctx context.Context, in Input) (Result, error) {
 	return res, nil
 }
 
+// record keeps a publication as the latest and reports it.
+func (p *Publisher) record(res Result) {
+	p.mu.Lock()
+	p.last = res
+	p.mu.Unlock()
+	if p.onResult != nil {
+		p.onResult(res)
+	}
+}
+
 // publishPlanes publishes the planes' statuses as they are now, with
 // every endpoint's document as last published: what a plane going down
 // needs at once. The full computation follows, and publishes again only
@@ -875,12 +880,7 @@ func (p *Publisher) publishPlanes(ctx context.Context, w *writer) (bool, error) 
 		return false, nil
 	}
 	res.Compute = computed
-	p.mu.Lock()
-	p.last = res
-	p.mu.Unlock()
-	if p.onResult != nil {
-		p.onResult(res)
-	}
+	p.record(res)
 	p.logger.Info("planes published ahead of the computation", "generation", res.Generation, "written", res.Written,
 		"bytes", res.Bytes, "compute", res.Compute, "write", res.Duration)
 	return true, nil
