@@ -180,6 +180,13 @@ func (s *suite) checkConvergence() {
 		if json.Unmarshal(resp.Kvs[0].Value, &g) != nil {
 			return false
 		}
+		// The last generation must be the repaired fabric's: the API
+		// shows a plane healthy before the leader's hold publishes it.
+		for _, p := range g.Planes {
+			if p.State != "healthy" {
+				return false
+			}
+		}
 		for _, a := range s.env.Agents {
 			sp, err := s.env.Etcd.Get(s.ctx, contract.KeyEndpoint(a.Endpoint()))
 			if err != nil || len(sp.Kvs) == 0 {
@@ -208,6 +215,12 @@ type genVersion struct {
 // and the planes as of the revision announcing that generation).
 func (s *suite) checkGenerations() {
 	cli := s.env.Etcd
+	// What the agents applied, taken before the generation key is read:
+	// a generation published in between (fabricd keeps running) would
+	// otherwise be applied but not in the history read.
+	s.applied.mu.Lock()
+	docs := slices.Clone(s.applied.docs)
+	s.applied.mu.Unlock()
 	now, err := cli.Get(s.ctx, contract.KeyGeneration)
 	if err != nil {
 		s.violate(invGenerations, "read: %v", err)
@@ -247,9 +260,6 @@ func (s *suite) checkGenerations() {
 	for _, v := range hist {
 		byGen[v.doc.Generation] = append(byGen[v.doc.Generation], v)
 	}
-	s.applied.mu.Lock()
-	docs := slices.Clone(s.applied.docs)
-	s.applied.mu.Unlock()
 	expected := map[string]string{} // endpoint/revision -> resolved configuration
 	for _, a := range docs {
 		got, _ := json.Marshal(a.doc)
