@@ -393,14 +393,15 @@ func TestFleetStaggerSpreadsTicks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	start := [2]uint64{f.Switches[0].Ticks(), f.Switches[1].Ticks()}
-	time.Sleep(tick + tick/4) // switch 0 ticked once; switch 1 (half a Tick later) not yet
-	got := [2]uint64{f.Switches[0].Ticks() - start[0], f.Switches[1].Ticks() - start[1]}
-	if got != [2]uint64{1, 0} {
-		t.Fatalf("ticks after %v: %v, want switch 0 once and switch 1 not yet", tick+tick/4, got)
+	sw0, sw1 := f.Switches[0], f.Switches[1]
+	start0, start1 := sw0.Ticks(), sw1.Ticks()
+	testutil.WaitFor(t, 2*tick, "switch 0's first tick", func() bool { return sw0.Ticks() > start0 })
+	first := time.Now()
+	if n := sw1.Ticks() - start1; n != 0 {
+		t.Fatalf("switch 1 ticked %d times with switch 0, want half a Tick later", n)
 	}
-	time.Sleep(tick / 2)
-	if n := f.Switches[1].Ticks() - start[1]; n != 1 {
-		t.Fatalf("switch 1 ticked %d times after %v, want once", n, tick+3*tick/4)
+	testutil.WaitFor(t, 2*tick, "switch 1's first tick", func() bool { return sw1.Ticks() > start1 })
+	if gap := time.Since(first); gap < tick/4 {
+		t.Fatalf("switch 1 ticked %v after switch 0, want about half a Tick (%v)", gap, tick/2)
 	}
 }
