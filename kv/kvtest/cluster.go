@@ -3,6 +3,7 @@ package kvtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -75,23 +76,24 @@ func runMember(cfgJSON string) int {
 }
 
 // NewCluster starts an n-member cluster for t, killed when the test ends.
+// Ports are picked free but may be taken before a member binds them (by
+// any process, as the source port of a connection): a member that exits
+// at start because its address is in use has the cluster started again on
+// new ports.
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
-	var initial []string
-	for i := range n {
-		m := &member{Name: fmt.Sprintf("m%d", i), Dir: t.TempDir(),
-			Client: "http://" + freeAddr(t), Peer: "http://" + freeAddr(t)}
-		c.members = append(c.members, m)
-		initial = append(initial, m.Name+"="+m.Peer)
-	}
 	t.Cleanup(c.close)
-	for _, m := range c.members {
-		m.Initial = strings.Join(initial, ",")
-		c.start(m)
-	}
-	for _, m := range c.members {
-		c.waitReady(m)
+	for attempt := 1; ; attempt++ {
+		err := c.startMembers(n)
+		if err == nil {
+			break
+		}
+		c.close()
+		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			t.Fatalf("kvtest: %v", err)
+		}
+		t.Logf("kvtest: %v; starting the cluster again on new ports", err)
 	}
 	s, err := kv.Open(testenv.Context(t), kv.Config{Endpoints: c.Endpoints()}, testenv.Logger(t))
 	if err != nil {
@@ -101,6 +103,38 @@ func NewCluster(t testing.TB, n int) *Cluster {
 	c.Store = s
 	return c
 }
+
+// startAttempts bounds the start-ups retried after a port was taken.
+const startAttempts = 4
+
+// errAddrInUse is wrapped when a member exited because its address was taken.
+var errAddrInUse = errors.New("address in use")
+
+// startMembers starts n new members on fresh ports and data directories
+// and waits until they form a cluster.
+func (c *Cluster) startMembers(n int) error {
+	c.members = nil
+	var initial []string
+	for i := range n {
+		m := &member{Name: fmt.Sprintf("m%d", i), Dir: c.t.TempDir(),
+			Client: "http://" + pickAddr(c.t), Peer: "http://" + pickAddr(c.t)}
+		c.members = append(c.members, m)
+		initial = append(initial, m.Name+"="+m.Peer)
+	}
+	for _, m := range c.members {
+		m.Initial = strings.Join(initial, ",")
+		c.start(m)
+	}
+	for _, m := range c.members {
+		if err := c.waitReady(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pickAddr picks a member's address; tests replace it to take one.
+var pickAddr = freeAddr
 
 func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -130,22 +164,36 @@ func (c *Cluster) start(m *member) {
 }
 
 // waitReady waits until m answers as a member of a cluster with a leader.
-func (c *Cluster) waitReady(m *member) {
-	c.t.Helper()
+func (c *Cluster) waitReady(m *member) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if lead, _, err := status(m.Client); err == nil && lead != 0 {
-			return
+			return nil
 		}
 		select {
 		case <-m.done:
-			c.t.Fatalf("kvtest: etcd member %s exited (see %s)", m.Name, filepath.Join(m.Dir, "etcd.log"))
+			m.cmd = nil
+			err := fmt.Errorf("etcd member %s exited (see %s)", m.Name, filepath.Join(m.Dir, "etcd.log"))
+			if m.logSays("address already in use") {
+				err = fmt.Errorf("%w: %w", err, errAddrInUse)
+			}
+			return err
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("kvtest: etcd member %s not ready after 30s (see %s)", m.Name, filepath.Join(m.Dir, "etcd.log"))
+			return fmt.Errorf("etcd member %s not ready after 30s (see %s)", m.Name, filepath.Join(m.Dir, "etcd.log"))
 		}
 	}
+}
+
+// logSays reports whether m's logs contain s.
+func (m *member) logSays(s string) bool {
+	for _, name := range []string{"member.log", "etcd.log"} {
+		if data, err := os.ReadFile(filepath.Join(m.Dir, name)); err == nil && strings.Contains(string(data), s) {
+			return true
+		}
+	}
+	return false
 }
 
 // status asks the member at endpoint for the cluster's leader and its own id.
@@ -197,15 +245,27 @@ func (c *Cluster) Kill(i int) {
 	}
 }
 
-// Restart starts the killed member i again from its data.
+// Restart starts the killed member i again from its data, on its ports.
+// While another socket holds one of them (a connection's source port),
+// it tries again for up to 10 s.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
 	m := c.members[i]
 	if m.cmd != nil {
 		c.t.Fatalf("kvtest: member %s is running", m.Name)
 	}
-	c.start(m)
-	c.waitReady(m)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.start(m)
+		err := c.waitReady(m)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errAddrInUse) || time.Now().After(deadline) {
+			c.t.Fatalf("kvtest: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func (c *Cluster) close() {
