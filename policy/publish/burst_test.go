@@ -106,6 +106,41 @@ func TestHealthBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 	}
 }
 
+// A burst of HoldBurst changes or more (a switch or a plane failing) is
+// held past HoldMax, up to HoldBurstMax; a smaller one is not.
+func TestLargeHealthBurstIsHeldUpToHoldBurstMax(t *testing.T) {
+	cli := kvtest.New(t).Client
+	cfg := publish.DefaultConfig()
+	cfg.ID, cfg.MaxTxnOps, cfg.ParallelTxns, cfg.SessionTTL = "a", 16, 2, 2
+	cfg.HoldQuiet, cfg.HoldMax = 200*time.Millisecond, 400*time.Millisecond
+	cfg.HoldBurst, cfg.HoldBurstMax = 300, 5*time.Second
+	src := &source{}
+	src.set(output(3, false))
+	c := &computations{src: src}
+	p := publish.New(cli, cfg, testenv.Logger(t))
+	results := run(t, p, c.compute)
+	waitResult(t, results)
+
+	// 20 chunks 100 ms apart: 1.9 s, past HoldMax, within HoldBurstMax.
+	for _, tc := range []struct {
+		size int
+		held bool
+	}{{100, true}, {2, false}} {
+		start := time.Now()
+		end := burst(p, 20, tc.size, 100*time.Millisecond)
+		time.Sleep(cfg.HoldQuiet + 500*time.Millisecond)
+		got := c.since(start)
+		if tc.held && (len(got) != 1 || got[0].Before(end)) {
+			t.Fatalf("a burst of 20 chunks of %d over %v: computations at %v, want 1 after it ended",
+				tc.size, end.Sub(start), offsets(got, start))
+		}
+		if !tc.held && (len(got) < 2 || !got[0].Before(end)) {
+			t.Fatalf("a burst of 20 chunks of %d over %v: computations at %v, want one each HoldMax (%v)",
+				tc.size, end.Sub(start), offsets(got, start), cfg.HoldMax)
+		}
+	}
+}
+
 // run runs p with compute until the test ends; its publications come on
 // the channel returned.
 func run(t *testing.T, p *publish.Publisher, compute publish.ComputeFunc) chan publish.Result {
