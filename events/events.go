@@ -58,10 +58,6 @@ func (s *Store) AppendAs(ctx context.Context, evs []planes.Event, term int64, fo
 	if len(evs) == 0 {
 		return nil
 	}
-	rows, err := rowsOf(evs)
-	if err != nil {
-		return err
-	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var current int64
 		err := tx.QueryRow(ctx, `INSERT INTO history_writer (id, term) VALUES (true, $1)
@@ -73,12 +69,78 @@ func (s *Store) AppendAs(ctx context.Context, evs []planes.Event, term int64, fo
 		if err != nil {
 			return fmt.Errorf("events: writer term: %w", err)
 		}
+		// The term's row is locked until commit: what other writers
+		// appended is committed and seen from here on.
+		chained, err := chain(ctx, tx, evs)
+		if err != nil {
+			return err
+		}
+		rows, err := rowsOf(chained)
+		if err != nil {
+			return err
+		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventColumns, pgx.CopyFromRows(rows)); err != nil {
 			return fmt.Errorf("events: append: %w", err)
 		}
 		return nil
 	})
 }
+
+// chain drops the state changes to the state their subject's history
+// already ends in, and starts each caught-up change where it ends. A
+// writer taking the history over computes its catch-up from the history
+// it read; the writer it replaces may append before the new term's first
+// append (make chaos recorded a plane, a switch and 4 links going down
+// twice).
+func chain(ctx context.Context, tx pgx.Tx, evs []planes.Event) ([]planes.Event, error) {
+	type subject struct{ kind, name string }
+	var kinds, names []string
+	seen := map[subject]bool{}
+	for _, e := range evs {
+		if k := (subject{e.SubjectKind, e.Subject}); e.Kind == planes.EventStateChange && !seen[k] {
+			seen[k] = true
+			kinds, names = append(kinds, k.kind), append(names, k.name)
+		}
+	}
+	if len(kinds) == 0 {
+		return evs, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT s.kind, s.name, coalesce(e.to_state, '')
+		FROM unnest($1::text[], $2::text[]) AS s(kind, name)
+		CROSS JOIN LATERAL (SELECT to_state FROM events
+			WHERE subject_kind = s.kind AND subject = s.name AND kind = $3 ORDER BY id DESC LIMIT 1) e`,
+		kinds, names, planes.EventStateChange)
+	if err != nil {
+		return nil, fmt.Errorf("events: last states: %w", err)
+	}
+	last := map[subject]string{}
+	var k subject
+	var to string
+	if _, err := pgx.ForEachRow(rows, []any{&k.kind, &k.name, &to}, func() error { last[k] = to; return nil }); err != nil {
+		return nil, fmt.Errorf("events: last states: %w", err)
+	}
+	out := evs[:0:0]
+	for _, e := range evs {
+		k := subject{e.SubjectKind, e.Subject}
+		if e.Kind == planes.EventStateChange {
+			if prev, ok := last[k]; ok {
+				if prev == e.To {
+					continue
+				}
+				if _, caughtUp := e.Evidence[caughtUpKey]; caughtUp {
+					e.From = prev
+				}
+			}
+			last[k] = e.To
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// caughtUpKey marks, in its evidence, a change recorded on taking the
+// history over.
+const caughtUpKey = "caught_up"
 
 var eventColumns = []string{"at", "subject_kind", "subject", "kind", "from_state", "to_state", "reason", "evidence"}
 
@@ -302,7 +364,7 @@ func (w *Writer) Run(ctx context.Context, sub *planes.Subscription) {
 			}
 			pending = append(pending, planes.Event{At: now, SubjectKind: cur.SubjectKind, Subject: cur.Subject,
 				Kind: planes.EventStateChange, From: from, To: cur.To, Reason: cur.Reason,
-				Evidence: map[string]any{"caught_up": "changed while no replica recorded the history; recorded on taking it over"}})
+				Evidence: map[string]any{caughtUpKey: "changed while no replica recorded the history; recorded on taking it over"}})
 			rec[subjectKey(cur)] = cur.To
 			w.metrics.caughtUp.Inc()
 		}

@@ -280,6 +280,62 @@ func TestHistoryRefusesAStaleWriter(t *testing.T) {
 	}
 }
 
+// A writer taking the history over computes its catch-up from what it
+// read; the writer it replaces may append in between. Its changes to a
+// state the history already ends in are dropped, and its caught-up changes
+// start where the history ends, so every subject's changes still chain.
+func TestTakingOverChainsOnWhatTheHistoryHoldsAtAppend(t *testing.T) {
+	db := storetest.New(t)
+	store := events.New(db.Pool())
+	ctx := context.Background()
+	at := time.Date(2026, 12, 7, 19, 0, 0, 0, time.UTC)
+	change := func(kind, subject, from, to string, caughtUp bool) planes.Event {
+		e := planes.Event{At: at, SubjectKind: kind, Subject: subject, Kind: planes.EventStateChange, From: from, To: to}
+		if caughtUp {
+			e.Evidence = map[string]any{"caught_up": "recorded on taking it over"}
+		}
+		return e
+	}
+	// The old writer, after the new one read the history.
+	if err := store.AppendAs(ctx, []planes.Event{
+		change(planes.SubjectLink, "sw1:eth1", "up", "down", false),
+		change(planes.SubjectLink, "sw1:eth2", "up", "degraded", false),
+		change(planes.SubjectPlane, "p0", "healthy", "down", false),
+	}, 5, false); err != nil {
+		t.Fatal(err)
+	}
+	// The new writer's catch-up and a change its own engine saw.
+	if err := store.AppendAs(ctx, []planes.Event{
+		change(planes.SubjectPlane, "p0", "healthy", "down", true),
+		change(planes.SubjectLink, "sw1:eth1", "up", "down", true),
+		change(planes.SubjectLink, "sw1:eth2", "up", "down", true),
+		change(planes.SubjectLink, "sw1:eth3", "up", "down", true),
+		change(planes.SubjectLink, "sw1:eth1", "up", "down", false),
+		change(planes.SubjectPlane, "p0", "down", "healthy", false),
+	}, 9, false); err != nil {
+		t.Fatal(err)
+	}
+	page, err := store.List(ctx, events.Query{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	last := map[string]string{}
+	for _, e := range page {
+		k := e.SubjectKind + " " + e.Subject
+		got = append(got, fmt.Sprintf("%s %s->%s", e.Subject, e.From, e.To))
+		if prev, ok := last[k]; ok && prev != e.From {
+			t.Errorf("%s: %s->%s follows ->%s", k, e.From, e.To, prev)
+		}
+		last[k] = e.To
+	}
+	want := []string{"sw1:eth1 up->down", "sw1:eth2 up->degraded", "p0 healthy->down",
+		"sw1:eth2 degraded->down", "sw1:eth3 up->down", "p0 down->healthy"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("history:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // A deposed leader that still believes it leads (its session has not
 // expired yet) is refused once its successor wrote; a leader refused for
 // TakeOverAfter (a new etcd cluster: terms start again) takes over.

@@ -1,0 +1,1 @@
+DROP INDEX events_subject_id_idx;
