@@ -239,11 +239,13 @@ func TestPollLoopSendsWhatAcksLetOut(t *testing.T) {
 	ackSends, wakes := ca.stats.ackSends, ca.stats.wakes
 	ca.mu.Unlock()
 	t.Logf("32 MiB: %d poll batches sent data after ACKs, sender woken %d times", ackSends, wakes)
-	// The share of wake-ups depends on scheduling, which the race
-	// detector and a loaded machine change (135 wakes for 250 poll
-	// batches under -race; 87 for 154 under make test's load): a sender
-	// woken per ACK would be woken far more often than the poll loops send.
-	if ackSends < 50 || (!raceEnabled && wakes > ackSends) {
+	// The counts depend on scheduling, which the race detector and a
+	// loaded machine change (135 wakes for 250 poll batches under -race;
+	// 87 for 154 under make test's load; 22 for 47 in a CI run, where a
+	// loaded poll loop reads more ACKs a batch; 25-51 for 128-179 alone):
+	// a sender woken per ACK would be woken far more often than the poll
+	// loops send, and poll loops that never send would count 0.
+	if ackSends < 10 || (!raceEnabled && wakes > ackSends) {
 		t.Fatalf("%d poll batches sent data after ACKs, sender woken %d times: want most sends from the poll loops", ackSends, wakes)
 	}
 }
