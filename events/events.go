@@ -86,12 +86,14 @@ func (s *Store) AppendAs(ctx context.Context, evs []planes.Event, term int64, fo
 	})
 }
 
-// chain drops the state changes to the state their subject's history
-// already ends in, and starts each caught-up change where it ends. A
-// writer taking the history over computes its catch-up from the history
-// it read; the writer it replaces may append before the new term's first
-// append (make chaos recorded a plane, a switch and 4 links going down
-// twice).
+// chain makes every subject's changes start where its history ends: a
+// change to the state it already ends in is dropped, a caught-up change
+// starts there, and before a change from another state the change to it
+// is recorded as caught up. A writer taking the history over computes its
+// catch-up from the history it read; the writer it replaces may append
+// before the new term's first append (make chaos recorded a plane, a
+// switch and 4 links going down twice, and a plane degraded "from
+// healthy" after the old leader had recorded it down).
 func chain(ctx context.Context, tx pgx.Tx, evs []planes.Event) ([]planes.Event, error) {
 	type subject struct{ kind, name string }
 	var kinds, names []string
@@ -123,12 +125,19 @@ func chain(ctx context.Context, tx pgx.Tx, evs []planes.Event) ([]planes.Event, 
 	for _, e := range evs {
 		k := subject{e.SubjectKind, e.Subject}
 		if e.Kind == planes.EventStateChange {
-			if prev, ok := last[k]; ok {
+			if prev, ok := last[k]; ok && prev != e.From {
 				if prev == e.To {
 					continue
 				}
 				if _, caughtUp := e.Evidence[caughtUpKey]; caughtUp {
 					e.From = prev
+				} else {
+					// Another replica recorded a state this one did not
+					// see: record the change to this one's, as a catch-up
+					// after that read would have.
+					out = append(out, planes.Event{At: e.At, SubjectKind: e.SubjectKind, Subject: e.Subject,
+						Kind: planes.EventStateChange, From: prev, To: e.From, Reason: e.Reason,
+						Evidence: map[string]any{caughtUpKey: "another replica recorded a state this one did not see"}})
 				}
 			}
 			last[k] = e.To

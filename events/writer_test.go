@@ -282,8 +282,10 @@ func TestHistoryRefusesAStaleWriter(t *testing.T) {
 
 // A writer taking the history over computes its catch-up from what it
 // read; the writer it replaces may append in between. Its changes to a
-// state the history already ends in are dropped, and its caught-up changes
-// start where the history ends, so every subject's changes still chain.
+// state the history already ends in are dropped, its caught-up changes
+// start where the history ends, and a change from a state the history
+// does not end in follows a caught-up change to it: every subject's
+// changes still chain.
 func TestTakingOverChainsOnWhatTheHistoryHoldsAtAppend(t *testing.T) {
 	db := storetest.New(t)
 	store := events.New(db.Pool())
@@ -301,6 +303,7 @@ func TestTakingOverChainsOnWhatTheHistoryHoldsAtAppend(t *testing.T) {
 		change(planes.SubjectLink, "sw1:eth1", "up", "down", false),
 		change(planes.SubjectLink, "sw1:eth2", "up", "degraded", false),
 		change(planes.SubjectPlane, "p0", "healthy", "down", false),
+		change(planes.SubjectPlane, "p1", "healthy", "down", false),
 	}, 5, false); err != nil {
 		t.Fatal(err)
 	}
@@ -312,6 +315,7 @@ func TestTakingOverChainsOnWhatTheHistoryHoldsAtAppend(t *testing.T) {
 		change(planes.SubjectLink, "sw1:eth3", "up", "down", true),
 		change(planes.SubjectLink, "sw1:eth1", "up", "down", false),
 		change(planes.SubjectPlane, "p0", "down", "healthy", false),
+		change(planes.SubjectPlane, "p1", "healthy", "degraded", false),
 	}, 9, false); err != nil {
 		t.Fatal(err)
 	}
@@ -329,8 +333,8 @@ func TestTakingOverChainsOnWhatTheHistoryHoldsAtAppend(t *testing.T) {
 		}
 		last[k] = e.To
 	}
-	want := []string{"sw1:eth1 up->down", "sw1:eth2 up->degraded", "p0 healthy->down",
-		"sw1:eth2 degraded->down", "sw1:eth3 up->down", "p0 down->healthy"}
+	want := []string{"sw1:eth1 up->down", "sw1:eth2 up->degraded", "p0 healthy->down", "p1 healthy->down",
+		"sw1:eth2 degraded->down", "sw1:eth3 up->down", "p0 down->healthy", "p1 down->healthy", "p1 healthy->degraded"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("history:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
