@@ -41,6 +41,9 @@ type ConvergenceConfig struct {
 	// the first event: the statuses of their first apply are taken in,
 	// and fabricd's idle CPU is measured.
 	Settle time.Duration
+	// FabricdArgs are more fabricd flags, after the benchmark's own (a
+	// variant under test, or --log-level info to see its publications).
+	FabricdArgs []string
 }
 
 // DefaultConvergenceConfig is the setup: 4,000 agents.
@@ -152,7 +155,7 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	ports := cfg.Endpoints / cfg.PerPlane
 	sys, err := startSystem(ctx, gnmisim.FleetConfig{Switches: switches, Ports: ports, Planes: cfg.Planes,
 		Tick: cfg.Sample, Stagger: true, Logger: logger.With("component", "gnmisim")}, cfg.FabricdBin, cfg.WorkDir, "fabricd-convergence",
-		"--health-up-hold", "1s")
+		append([]string{"--health-up-hold", "1s"}, cfg.FabricdArgs...)...)
 	if err != nil {
 		return nil, err
 	}
