@@ -125,6 +125,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Publish.HoldMax, "publish-hold-max", c.Publish.HoldMax, "longest a burst of health changes can hold a publication back")
 	fs.IntVar(&c.Publish.HoldBurst, "publish-hold-burst", c.Publish.HoldBurst, "health changes in one burst that make it a switch or plane failing, held up to --publish-hold-burst-max")
 	fs.DurationVar(&c.Publish.HoldBurstMax, "publish-hold-burst-max", c.Publish.HoldBurstMax, "longest a burst of at least --publish-hold-burst health changes can hold a publication back (a plane going down publishes at once)")
+	fs.DurationVar(&c.Publish.HoldBurstQuiet, "publish-hold-burst-quiet", c.Publish.HoldBurstQuiet, "pause in health changes that ends a burst of at least --publish-hold-burst of them (a loaded fabricd pauses mid-failure)")
+	fs.DurationVar(&c.Publish.HoldRecoverMax, "publish-hold-recover-max", c.Publish.HoldRecoverMax, "longest a burst of recoveries only (links, switches, planes coming back) can hold a publication back: published mid-recovery, every endpoint whose link is not back yet is written twice")
 	fs.IntVar(&c.Publish.MaxTxnOps, "publish-max-txn-ops", c.Publish.MaxTxnOps, "most operations in one etcd transaction (etcd's --max-txn-ops)")
 	fs.IntVar(&c.Publish.ParallelTxns, "publish-parallel-txns", c.Publish.ParallelTxns, "etcd transactions in flight at once when publishing")
 	fs.DurationVar(&c.Publish.ReconcileEvery, "publish-reconcile-every", c.Publish.ReconcileEvery, "how often the policy leader re-reads its etcd documents and repairs drift")

@@ -132,8 +132,15 @@ func (f *fabricView) topologyChanged(snap *inventory.Snapshot) {
 	}
 }
 
-// onChange applies a change made through any replica.
+// onChange applies a change made through any replica and publishes it.
 func (f *fabricView) onChange(ctx context.Context, what string) {
+	f.refresh(ctx, what)
+	f.publisher.Trigger()
+}
+
+// refresh re-reads what changed: the topology (when what says so) and
+// the drains.
+func (f *fabricView) refresh(ctx context.Context, what string) {
 	if what == "topology" {
 		if snap, err := f.inv.Current(ctx); err == nil {
 			f.apply(snap)
@@ -142,7 +149,6 @@ func (f *fabricView) onChange(ctx context.Context, what string) {
 	if err := f.syncDrains(ctx); err != nil {
 		f.logger.Error("drains not applied to plane states", "err", err)
 	}
-	f.publisher.Trigger()
 }
 
 // listen follows changes made through other replicas.
@@ -234,14 +240,22 @@ func (f *fabricView) triggerOnChanges(ctx context.Context, sub *planes.Subscript
 			if ev.SubjectKind == planes.SubjectPlane {
 				down[ev.Subject] = ev.To == string(planes.PlaneDown)
 			}
-			// Events lost in a burst may have held a plane's failure.
+			// Events lost in a burst may have held a plane's failure,
+			// or any failure: what came is no longer all recoveries.
+			lost := false
 			if d := sub.Dropped(); d != dropped {
-				dropped = d
+				for range d - dropped { // they count towards the burst
+					f.publisher.TriggerHealth()
+				}
+				dropped, lost = d, true
 				failing = f.planeWentDown(down) || failing
 			}
-			if failing {
+			switch {
+			case failing:
 				f.publisher.TriggerNow()
-			} else {
+			case recovery(ev) && !lost:
+				f.publisher.TriggerRecovery()
+			default:
 				f.publisher.TriggerHealth()
 			}
 			if f.sharder != nil {
@@ -249,6 +263,23 @@ func (f *fabricView) triggerOnChanges(ctx context.Context, sub *planes.Subscript
 			}
 		}
 	}
+}
+
+// severity orders the health states of links, switches and planes
+// (planes.LinkState and planes.PlaneState share "degraded" and "down"):
+// recovering is moving down it.
+var severity = map[string]int{
+	string(planes.LinkUp): 0, string(planes.PlaneHealthy): 0,
+	string(planes.PlaneDegraded): 1, string(planes.PlaneDown): 2,
+}
+
+// recovery reports whether ev is a link, switch or plane getting
+// healthier (publish.Publisher.TriggerRecovery); anything else, draining
+// included, is not.
+func recovery(ev planes.Event) bool {
+	from, okFrom := severity[ev.From]
+	to, okTo := severity[ev.To]
+	return ev.Kind == planes.EventStateChange && okFrom && okTo && to < from
 }
 
 // planeWentDown reports whether a plane is down now that down does not
@@ -271,7 +302,10 @@ func (f *fabricView) planeWentDown(down map[string]bool) bool {
 }
 
 // follow re-reads topology and drains now and then, in case a change
-// notification was missed while disconnected.
+// notification was missed while disconnected, and asks for a computation
+// that joins any burst of health changes rather than ending it: every
+// 30 s one ended a plane's failure mid-way at 16,000 endpoints and wrote
+// 3,562 documents, then wrote them back.
 func (f *fabricView) follow(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -280,7 +314,8 @@ func (f *fabricView) follow(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			f.onChange(ctx, "topology")
+			f.refresh(ctx, "topology")
+			f.publisher.Recheck()
 		}
 	}
 }

@@ -38,15 +38,15 @@ func (c *computations) since(t time.Time) []time.Time {
 	return out
 }
 
-// burst sends chunks of health changes, gap apart, as a plane failing
-// switch by switch does; it returns when the last chunk was sent.
-func burst(p *publish.Publisher, chunks, size int, gap time.Duration) time.Time {
+// burst sends chunks of health changes (trigger), gap apart, as a plane
+// failing switch by switch does; it returns when the last chunk was sent.
+func burst(trigger func(), chunks, size int, gap time.Duration) time.Time {
 	for i := range chunks {
 		if i > 0 {
 			time.Sleep(gap)
 		}
 		for range size {
-			p.TriggerHealth()
+			trigger()
 		}
 	}
 	return time.Now()
@@ -64,6 +64,7 @@ func TestHealthBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 	// MaxDelay, shorter than HoldQuiet, the pause that ends a large burst.
 	cfg.Debounce, cfg.MaxDelay = 20*time.Millisecond, 30*time.Millisecond
 	cfg.HoldQuiet, cfg.HoldMax = 300*time.Millisecond, 10*time.Second
+	cfg.HoldBurst = 1 << 20 // no burst is large here
 	src := &source{}
 	src.set(output(3, false))
 	c := &computations{src: src}
@@ -73,13 +74,23 @@ func TestHealthBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 
 	for _, size := range []int{100, 1} { // a plane's switches failing; a few links
 		start := time.Now()
-		end := burst(p, 10, size, 40*time.Millisecond)
+		end := burst(p.TriggerHealth, 10, size, 40*time.Millisecond)
 		time.Sleep(cfg.HoldQuiet + 500*time.Millisecond)
 		got := c.since(start)
 		if len(got) != 1 || got[0].Before(end) {
 			t.Fatalf("a burst of 10 chunks of %d over %v: %d computations at %v after it began, want 1 after it ended (%v)",
 				size, end.Sub(start), len(got), offsets(got, start), end.Sub(start))
 		}
+	}
+
+	// A periodic re-read (Recheck) in the middle of a burst joins it.
+	begun := time.Now()
+	burst(p.TriggerHealth, 3, 100, 40*time.Millisecond)
+	p.Recheck()
+	end := burst(p.TriggerHealth, 7, 100, 40*time.Millisecond)
+	time.Sleep(cfg.HoldQuiet + 500*time.Millisecond)
+	if got := c.since(begun); len(got) != 1 || got[0].Before(end) {
+		t.Fatalf("a Recheck in a burst over %v: computations at %v, want 1 after it ended", end.Sub(begun), offsets(got, begun))
 	}
 
 	// An operator's change is not held.
@@ -92,10 +103,10 @@ func TestHealthBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 
 	// A plane goes down in the middle of a large burst.
 	start = time.Now()
-	burst(p, 3, 100, 40*time.Millisecond)
+	burst(p.TriggerHealth, 3, 100, 40*time.Millisecond)
 	urgent := time.Now()
 	p.TriggerNow()
-	end := burst(p, 15, 100, 40*time.Millisecond)
+	end = burst(p.TriggerHealth, 15, 100, 40*time.Millisecond)
 	got := c.since(urgent)
 	if len(got) == 0 || !got[0].Before(end) {
 		t.Fatalf("TriggerNow %v into a burst: computations at %v after it began, want one before the burst ended (%v)",
@@ -107,13 +118,14 @@ func TestHealthBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 }
 
 // A burst of HoldBurst changes or more (a switch or a plane failing) is
-// held past HoldMax, up to HoldBurstMax; a smaller one is not.
+// held past HoldMax, up to HoldBurstMax, and ends only on a pause of
+// HoldBurstQuiet; a smaller one is not, and ends on a pause of HoldQuiet.
 func TestLargeHealthBurstIsHeldUpToHoldBurstMax(t *testing.T) {
 	cli := kvtest.New(t).Client
 	cfg := publish.DefaultConfig()
 	cfg.ID, cfg.MaxTxnOps, cfg.ParallelTxns, cfg.SessionTTL = "a", 16, 2, 2
 	cfg.HoldQuiet, cfg.HoldMax = 200*time.Millisecond, 400*time.Millisecond
-	cfg.HoldBurst, cfg.HoldBurstMax = 300, 5*time.Second
+	cfg.HoldBurst, cfg.HoldBurstQuiet, cfg.HoldBurstMax = 300, 600*time.Millisecond, 5*time.Second
 	src := &source{}
 	src.set(output(3, false))
 	c := &computations{src: src}
@@ -121,22 +133,71 @@ func TestLargeHealthBurstIsHeldUpToHoldBurstMax(t *testing.T) {
 	results := run(t, p, c.compute)
 	waitResult(t, results)
 
-	// 20 chunks 100 ms apart: 1.9 s, past HoldMax, within HoldBurstMax.
+	// 12 chunks 300 ms apart: 3.3 s, past HoldMax, within HoldBurstMax;
+	// the pauses are longer than HoldQuiet, shorter than HoldBurstQuiet.
 	for _, tc := range []struct {
 		size int
 		held bool
-	}{{100, true}, {2, false}} {
+	}{{300, true}, {2, false}} {
 		start := time.Now()
-		end := burst(p, 20, tc.size, 100*time.Millisecond)
-		time.Sleep(cfg.HoldQuiet + 500*time.Millisecond)
+		end := burst(p.TriggerHealth, 12, tc.size, 300*time.Millisecond)
+		time.Sleep(cfg.HoldBurstQuiet + 500*time.Millisecond)
 		got := c.since(start)
 		if tc.held && (len(got) != 1 || got[0].Before(end)) {
-			t.Fatalf("a burst of 20 chunks of %d over %v: computations at %v, want 1 after it ended",
+			t.Fatalf("a burst of 12 chunks of %d over %v: computations at %v, want 1 after it ended",
 				tc.size, end.Sub(start), offsets(got, start))
 		}
 		if !tc.held && (len(got) < 2 || !got[0].Before(end)) {
-			t.Fatalf("a burst of 20 chunks of %d over %v: computations at %v, want one each HoldMax (%v)",
-				tc.size, end.Sub(start), offsets(got, start), cfg.HoldMax)
+			t.Fatalf("a burst of 12 chunks of %d over %v: computations at %v, want one after each pause",
+				tc.size, end.Sub(start), offsets(got, start))
+		}
+	}
+}
+
+// A burst of recoveries alone (a plane's links coming back) is held past
+// HoldBurstMax, up to HoldRecoverMax; a burst with failures in it is not.
+func TestRecoveryBurstIsHeldUpToHoldRecoverMax(t *testing.T) {
+	cli := kvtest.New(t).Client
+	cfg := publish.DefaultConfig()
+	cfg.ID, cfg.MaxTxnOps, cfg.ParallelTxns, cfg.SessionTTL = "a", 16, 2, 2
+	cfg.HoldQuiet, cfg.HoldMax = 200*time.Millisecond, 400*time.Millisecond
+	cfg.HoldBurst, cfg.HoldBurstMax, cfg.HoldRecoverMax = 300, 800*time.Millisecond, 5*time.Second
+	cfg.HoldBurstQuiet = 300 * time.Millisecond
+	src := &source{}
+	src.set(output(3, false))
+	c := &computations{src: src}
+	p := publish.New(cli, cfg, testenv.Logger(t))
+	results := run(t, p, c.compute)
+	waitResult(t, results)
+
+	mixed := 0
+	for _, tc := range []struct {
+		name    string
+		trigger func()
+		held    bool
+	}{
+		{"recoveries", p.TriggerRecovery, true},
+		{"recoveries and failures", func() {
+			if mixed++; mixed%10 == 0 {
+				p.TriggerHealth()
+			} else {
+				p.TriggerRecovery()
+			}
+		}, false},
+	} {
+		// 20 chunks 100 ms apart: 1.9 s, past HoldBurstMax, within
+		// HoldRecoverMax.
+		start := time.Now()
+		end := burst(tc.trigger, 20, 100, 100*time.Millisecond)
+		time.Sleep(cfg.HoldBurstQuiet + 500*time.Millisecond)
+		got := c.since(start)
+		if tc.held && (len(got) != 1 || got[0].Before(end)) {
+			t.Fatalf("%s in 20 chunks over %v: computations at %v, want 1 after they ended",
+				tc.name, end.Sub(start), offsets(got, start))
+		}
+		if !tc.held && (len(got) < 2 || !got[0].Before(end)) {
+			t.Fatalf("%s in 20 chunks over %v: computations at %v, want one each HoldBurstMax (%v)",
+				tc.name, end.Sub(start), offsets(got, start), cfg.HoldBurstMax)
 		}
 	}
 }

@@ -70,6 +70,20 @@ func TestPlaneDownPublishesPlanesBeforeComputing(t *testing.T) {
 	default:
 	}
 
+	// TriggerNow again with the planes as etcd has them (the failure
+	// seen again mid-burst): the computation waits for the burst's end.
+	again := time.Now()
+	p.TriggerHealth()
+	p.TriggerNow()
+	time.Sleep(cfg.HoldQuiet / 2)
+	if n := len(c.since(again)); n != 0 {
+		t.Fatalf("%d computations within %v of a TriggerNow with nothing new, want 0 before HoldQuiet (%v)", n, cfg.HoldQuiet/2, cfg.HoldQuiet)
+	}
+	time.Sleep(cfg.HoldQuiet + 300*time.Millisecond)
+	if n := len(c.since(again)); n != 1 {
+		t.Fatalf("%d computations after a TriggerNow with nothing new, want 1 once the burst ended", n)
+	}
+
 	// p0 goes down too, and one endpoint's link on p1 came back as
 	// degraded in the computation: the planes go out first, the
 	// endpoint's document with the computation.

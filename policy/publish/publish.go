@@ -71,6 +71,18 @@ type Config struct {
 	// publication wrote 6,600-8,800 documents, then wrote them back.
 	HoldBurst    int
 	HoldBurstMax time.Duration
+	// HoldBurstQuiet is the pause that ends such a burst: at 16,000
+	// endpoints a loaded fabricd paused over 200 ms in the middle of a
+	// plane's failure, and the publication after that pause wrote 7,607
+	// documents, then wrote them back.
+	HoldBurstQuiet time.Duration
+	// A burst of recoveries only (TriggerRecovery: links and switches
+	// coming back) is held up to HoldRecoverMax: nothing waits on it but
+	// capacity, while publishing it mid-recovery writes every endpoint
+	// whose link is not back yet, then writes them again. At 16,000
+	// endpoints a plane's links came back over more than HoldBurstMax and
+	// a plane up wrote 11,189 documents in 3 generations.
+	HoldRecoverMax time.Duration
 	// MaxTxnOps bounds the operations in one etcd transaction (etcd's
 	// default --max-txn-ops is 128).
 	MaxTxnOps int
@@ -116,7 +128,7 @@ var ErrGenerationExhausted = errors.New("publish: generation would exceed 2^53; 
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{Debounce: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
-		HoldQuiet: 200 * time.Millisecond, HoldMax: time.Second, HoldBurst: 1000, HoldBurstMax: 4 * time.Second, StatusWriteRate: 8000, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5,
+		HoldQuiet: 200 * time.Millisecond, HoldMax: time.Second, HoldBurst: 1000, HoldBurstMax: 4 * time.Second, HoldBurstQuiet: time.Second, HoldRecoverMax: 10 * time.Second, StatusWriteRate: 8000, MaxTxnOps: 128, ParallelTxns: 32, SessionTTL: 5,
 		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ReconcileEvery: 30 * time.Second,
 		AttemptTimeout: 2 * time.Second}
 }
@@ -156,6 +168,7 @@ type Publisher struct {
 	urgent  chan struct{}
 	plain   atomic.Int64 // Trigger calls since the current wait began
 	health  atomic.Int64 // TriggerHealth calls
+	healed  atomic.Int64 // TriggerRecovery calls
 	leader  atomic.Bool
 	// recording: this replica was the last leader it knows of (it stays
 	// true while etcd is unreachable, until another leader is seen).
@@ -198,6 +211,8 @@ func New(cli *clientv3.Client, cfg Config, logger *slog.Logger) *Publisher {
 		cfg.HoldBurst = d.HoldBurst
 	}
 	cfg.HoldBurstMax = max(cfg.HoldBurstMax, cfg.HoldMax)
+	cfg.HoldBurstQuiet = min(max(cfg.HoldBurstQuiet, cfg.HoldQuiet), cfg.HoldBurstMax)
+	cfg.HoldRecoverMax = max(cfg.HoldRecoverMax, cfg.HoldMax)
 	if cfg.MaxTxnOps <= 0 {
 		cfg.MaxTxnOps = d.MaxTxnOps
 	}
@@ -249,6 +264,20 @@ func (p *Publisher) TriggerHealth() {
 	p.health.Add(1)
 	p.signal()
 }
+
+// TriggerRecovery asks for a recomputation after a health transition
+// towards health (a link up, a plane from down to degraded); a burst of
+// them alone is held up to HoldRecoverMax (Config.HoldRecoverMax).
+func (p *Publisher) TriggerRecovery() {
+	p.healed.Add(1)
+	p.signal()
+}
+
+// Recheck asks for a recomputation that nothing waits on (a periodic
+// re-read of the inputs, in case a change notification was missed): it
+// joins a burst of health changes rather than ending it, and otherwise
+// waits for HoldQuiet.
+func (p *Publisher) Recheck() { p.TriggerRecovery() }
 
 // TriggerNow asks for a recomputation that does not wait for a burst to
 // end: something failed that endpoints must leave at once (a plane down).
@@ -394,7 +423,8 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 			}
 			if published {
 				// The rest once the failure's burst is over, not while
-				// the agents take the planes.
+				// the agents take the planes (nor at once when they had
+				// them already: a second TriggerNow mid-failure).
 				p.TriggerHealth()
 				continue
 			}
@@ -429,20 +459,24 @@ func (p *Publisher) lead(ctx context.Context, compute ComputeFunc) error {
 // wait coalesces a burst of triggers: it returns once they pause for
 // Debounce, or MaxDelay after it began; or, when only health changes
 // came (a plane fails switch by switch, in chunks), once they pause for
-// HoldQuiet or HoldMax (HoldBurstMax once HoldBurst came) after it began;
-// at once on TriggerNow (now: already), and then it returns true.
+// HoldQuiet or HoldMax after it began (HoldBurstQuiet and HoldBurstMax
+// once HoldBurst came, HoldRecoverMax while all were recoveries); at once
+// on TriggerNow (now: already), and then it returns true.
 func (p *Publisher) wait(ctx context.Context, now bool) bool {
-	defer func() { p.plain.Store(0); p.health.Store(0) }()
+	defer func() { p.plain.Store(0); p.health.Store(0); p.healed.Store(0) }()
 	if now {
 		return true
 	}
 	start := time.Now()
 	for {
 		quiet, limit := p.cfg.Debounce, p.cfg.MaxDelay
-		if p.plain.Load() == 0 && p.health.Load() > 0 {
+		if health, healed := p.health.Load(), p.healed.Load(); p.plain.Load() == 0 && health+healed > 0 {
 			quiet, limit = p.cfg.HoldQuiet, p.cfg.HoldMax
-			if p.health.Load() >= int64(p.cfg.HoldBurst) {
-				limit = p.cfg.HoldBurstMax
+			if health+healed >= int64(p.cfg.HoldBurst) {
+				quiet, limit = p.cfg.HoldBurstQuiet, p.cfg.HoldBurstMax
+			}
+			if health == 0 {
+				limit = p.cfg.HoldRecoverMax
 			}
 		}
 		left := limit - time.Since(start)
@@ -891,7 +925,7 @@ func (p *Publisher) publishPlanes(ctx context.Context, w *writer) (bool, error) 
 		return false, err
 	}
 	if res.Written == 0 {
-		return false, nil
+		return true, nil // etcd has them already: the rest waits as well
 	}
 	res.Compute = computed
 	p.record(res)
