@@ -2,6 +2,7 @@ package publish_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -142,15 +143,7 @@ func TestLargeHealthBurstIsHeldUpToHoldBurstMax(t *testing.T) {
 		start := time.Now()
 		end := burst(p.TriggerHealth, 12, tc.size, 300*time.Millisecond)
 		time.Sleep(cfg.HoldBurstQuiet + 500*time.Millisecond)
-		got := c.since(start)
-		if tc.held && (len(got) != 1 || got[0].Before(end)) {
-			t.Fatalf("a burst of 12 chunks of %d over %v: computations at %v, want 1 after it ended",
-				tc.size, end.Sub(start), offsets(got, start))
-		}
-		if !tc.held && (len(got) < 2 || !got[0].Before(end)) {
-			t.Fatalf("a burst of 12 chunks of %d over %v: computations at %v, want one after each pause",
-				tc.size, end.Sub(start), offsets(got, start))
-		}
+		checkHeld(t, c, start, end, tc.held, fmt.Sprintf("a burst of 12 chunks of %d", tc.size))
 	}
 }
 
@@ -190,15 +183,20 @@ func TestRecoveryBurstIsHeldUpToHoldRecoverMax(t *testing.T) {
 		start := time.Now()
 		end := burst(tc.trigger, 20, 100, 100*time.Millisecond)
 		time.Sleep(cfg.HoldBurstQuiet + 500*time.Millisecond)
-		got := c.since(start)
-		if tc.held && (len(got) != 1 || got[0].Before(end)) {
-			t.Fatalf("%s in 20 chunks over %v: computations at %v, want 1 after they ended",
-				tc.name, end.Sub(start), offsets(got, start))
-		}
-		if !tc.held && (len(got) < 2 || !got[0].Before(end)) {
-			t.Fatalf("%s in 20 chunks over %v: computations at %v, want one each HoldBurstMax (%v)",
-				tc.name, end.Sub(start), offsets(got, start), cfg.HoldBurstMax)
-		}
+		checkHeld(t, c, start, end, tc.held, tc.name+" in 20 chunks")
+	}
+}
+
+// checkHeld fails t unless the burst from start to end was computed once,
+// after it ended (held), or more than once, beginning during it.
+func checkHeld(t *testing.T, c *computations, start, end time.Time, held bool, what string) {
+	t.Helper()
+	got := c.since(start)
+	if held && (len(got) != 1 || got[0].Before(end)) {
+		t.Fatalf("%s over %v: computations at %v, want 1 after it ended", what, end.Sub(start), offsets(got, start))
+	}
+	if !held && (len(got) < 2 || !got[0].Before(end)) {
+		t.Fatalf("%s over %v: computations at %v, want several, beginning during it", what, end.Sub(start), offsets(got, start))
 	}
 }
 
