@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/multiplane/multiplane/internal/testenv"
 	"github.com/multiplane/multiplane/kv/kvtest"
 	"github.com/multiplane/multiplane/policy/publish"
@@ -66,12 +68,7 @@ func TestHealthBurstIsHeldUntilItEndsOrAPlaneGoesDown(t *testing.T) {
 	cfg.Debounce, cfg.MaxDelay = 20*time.Millisecond, 30*time.Millisecond
 	cfg.HoldQuiet, cfg.HoldMax = 300*time.Millisecond, 10*time.Second
 	cfg.HoldBurst = 1 << 20 // no burst is large here
-	src := &source{}
-	src.set(output(3, false))
-	c := &computations{src: src}
-	p := publish.New(cli, cfg, testenv.Logger(t))
-	results := run(t, p, c.compute)
-	waitResult(t, results) // the publication on winning
+	p, c := started(t, cli, cfg)
 
 	for _, size := range []int{100, 1} { // a plane's switches failing; a few links
 		start := time.Now()
@@ -127,12 +124,7 @@ func TestLargeHealthBurstIsHeldUpToHoldBurstMax(t *testing.T) {
 	cfg.ID, cfg.MaxTxnOps, cfg.ParallelTxns, cfg.SessionTTL = "a", 16, 2, 2
 	cfg.HoldQuiet, cfg.HoldMax = 200*time.Millisecond, 400*time.Millisecond
 	cfg.HoldBurst, cfg.HoldBurstQuiet, cfg.HoldBurstMax = 300, 600*time.Millisecond, 5*time.Second
-	src := &source{}
-	src.set(output(3, false))
-	c := &computations{src: src}
-	p := publish.New(cli, cfg, testenv.Logger(t))
-	results := run(t, p, c.compute)
-	waitResult(t, results)
+	p, c := started(t, cli, cfg)
 
 	// 12 chunks 300 ms apart: 3.3 s, past HoldMax, within HoldBurstMax;
 	// the pauses are longer than HoldQuiet, shorter than HoldBurstQuiet.
@@ -156,12 +148,7 @@ func TestRecoveryBurstIsHeldUpToHoldRecoverMax(t *testing.T) {
 	cfg.HoldQuiet, cfg.HoldMax = 200*time.Millisecond, 400*time.Millisecond
 	cfg.HoldBurst, cfg.HoldBurstMax, cfg.HoldRecoverMax = 300, 800*time.Millisecond, 5*time.Second
 	cfg.HoldBurstQuiet = 300 * time.Millisecond
-	src := &source{}
-	src.set(output(3, false))
-	c := &computations{src: src}
-	p := publish.New(cli, cfg, testenv.Logger(t))
-	results := run(t, p, c.compute)
-	waitResult(t, results)
+	p, c := started(t, cli, cfg)
 
 	mixed := 0
 	for _, tc := range []struct {
@@ -185,6 +172,17 @@ func TestRecoveryBurstIsHeldUpToHoldRecoverMax(t *testing.T) {
 		time.Sleep(cfg.HoldBurstQuiet + 500*time.Millisecond)
 		checkHeld(t, c, start, end, tc.held, tc.name+" in 20 chunks")
 	}
+}
+
+// started runs a publisher with cfg whose computations c records, and
+// returns once it published on winning.
+func started(t *testing.T, cli *clientv3.Client, cfg publish.Config) (*publish.Publisher, *computations) {
+	src := &source{}
+	src.set(output(3, false))
+	c := &computations{src: src}
+	p := publish.New(cli, cfg, testenv.Logger(t))
+	waitResult(t, run(t, p, c.compute))
+	return p, c
 }
 
 // checkHeld fails t unless the burst from start to end was computed once,
