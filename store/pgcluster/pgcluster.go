@@ -899,7 +899,9 @@ const (
 )
 
 // clearStalePid handles a postmaster.pid left behind by a postgres that was
-// killed. If its process is alive and a postgres, the cluster is running:
+// killed. If its process is alive and a postgres working in this cluster
+// (not another cluster's, which a recycled pid can name where many run,
+// as under go test), the cluster is running:
 // a *RunningError. Otherwise the dead postmaster's orphaned backends are
 // given orphanGrace to exit and then killed, and the stale lock files are
 // removed, so that a recycled pid cannot make postgres refuse to start.
@@ -913,7 +915,7 @@ func (c *Cluster) clearStalePid() error {
 		return fmt.Errorf("pgcluster: %w", err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
-	if pid > 0 && processAlive(pid) && isPostgres(pid) {
+	if pid > 0 && processAlive(pid) && isPostgres(pid) && runsIn(pid, c.pgData) {
 		return &RunningError{Pid: pid, PidFile: pidFile, URL: c.url}
 	}
 	orphans := c.orphans()
@@ -958,6 +960,20 @@ func processAlive(pid int) bool {
 		return s[i+2] != 'Z' && s[i+2] != 'X'
 	}
 	return true
+}
+
+// runsIn reports whether pid works in dir, as every postgres process
+// works in its cluster directory; when it cannot tell, it says yes.
+func runsIn(pid int, dir string) bool {
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	if cwd == dir {
+		return true
+	}
+	resolved, err := filepath.EvalSymlinks(dir)
+	return err != nil || cwd == resolved
 }
 
 func isPostgres(pid int) bool {

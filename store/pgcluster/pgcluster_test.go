@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,6 +210,65 @@ func TestStalePidFile(t *testing.T) {
 			t.Error("running cluster disturbed")
 		}
 	})
+}
+
+// A postmaster.pid whose pid now names another cluster's live postgres
+// (pids recycle where many clusters run, as under go test) is stale, and
+// that postgres is left alone; one working in this cluster is running.
+func TestStalePidOfAnotherClustersPostgres(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	c := &Cluster{pgData: dir, socketDir: dir, logger: testenv.Logger(t)}
+	other, otherExited := fakePostgres(t, elsewhere)
+	pidFile := filepath.Join(dir, "postmaster.pid")
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(other.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.clearStalePid(); err != nil {
+		t.Fatalf("clearStalePid naming another cluster's postgres: %v, want it taken as stale", err)
+	}
+	if _, err := os.Stat(pidFile); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stale postmaster.pid not removed: %v", err)
+	}
+	select {
+	case err := <-otherExited:
+		t.Fatalf("the other cluster's postgres exited: %v", err)
+	default:
+	}
+
+	ours, _ := fakePostgres(t, dir)
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(ours.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var re *RunningError
+	if err := c.clearStalePid(); !errors.As(err, &re) || re.Pid != ours.Process.Pid {
+		t.Fatalf("clearStalePid naming a postgres in the cluster: %v, want a RunningError for pid %d", err, ours.Process.Pid)
+	}
+}
+
+// fakePostgres runs sleep under postgres's name in dir until the test ends.
+func fakePostgres(t *testing.T, dir string) (*exec.Cmd, chan error) {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(t.TempDir(), "postgres")
+	if err := os.WriteFile(fake, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(fake, "60")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return cmd, exited
 }
 
 // TestParentDeathKillsPostgres kills (SIGKILL) a process that started a
