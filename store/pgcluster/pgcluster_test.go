@@ -218,7 +218,7 @@ func TestStalePidFile(t *testing.T) {
 func TestStalePidOfAnotherClustersPostgres(t *testing.T) {
 	dir, elsewhere := t.TempDir(), t.TempDir()
 	c := &Cluster{pgData: dir, socketDir: dir, logger: testenv.Logger(t)}
-	other, otherExited := fakePostgres(t, elsewhere)
+	other, otherExited := sleepIn(t, elsewhere, true)
 	pidFile := filepath.Join(dir, "postmaster.pid")
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(other.Process.Pid)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestStalePidOfAnotherClustersPostgres(t *testing.T) {
 	default:
 	}
 
-	ours, _ := fakePostgres(t, dir)
+	ours, _ := sleepIn(t, dir, true)
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(ours.Process.Pid)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -245,22 +245,25 @@ func TestStalePidOfAnotherClustersPostgres(t *testing.T) {
 	}
 }
 
-// fakePostgres runs sleep under postgres's name in dir until the test ends.
-func fakePostgres(t *testing.T, dir string) (*exec.Cmd, chan error) {
+// sleepIn runs sleep in dir until the test ends, under postgres's name
+// when asPostgres.
+func sleepIn(t *testing.T, dir string, asPostgres bool) (*exec.Cmd, chan error) {
 	t.Helper()
-	sleep, err := exec.LookPath("sleep")
+	name, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
+	if asPostgres {
+		bin, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name = filepath.Join(t.TempDir(), "postgres")
+		if err := os.WriteFile(name, bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	fake := filepath.Join(t.TempDir(), "postgres")
-	if err := os.WriteFile(fake, bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(fake, "60")
+	cmd := exec.Command(name, "60")
 	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -582,31 +585,8 @@ func TestStaleClusterKillsOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A backend busy for a minute: sleep, under postgres's name.
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake := filepath.Join(t.TempDir(), "postgres")
-	if err := os.WriteFile(fake, bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := func(name string) (*exec.Cmd, chan error) {
-		cmd := exec.Command(name, "60")
-		cmd.Dir = dir
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill() })
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		return cmd, exited
-	}
-	_, backendExited := run(fake)
-	_, shellExited := run(sleep) // not postgres: a user's process
+	_, backendExited := sleepIn(t, dir, true)
+	_, shellExited := sleepIn(t, dir, false) // not postgres: a user's process
 	start := time.Now()
 	if err := c.clearStalePid(); err != nil {
 		t.Fatalf("clearStalePid with a busy orphan: %v", err)
