@@ -73,7 +73,7 @@ chaos-smoke: deps-test
 	$(GO) test $(GOFLAGS_TEST) -run '^TestChaos$$' ./chaos -chaos.duration 90s
 
 # The race detector over the concurrent packages.
-RACE_PKGS := ./transport/... ./agent/... ./planes/... ./policy/... ./telemetry/... ./evidence/... ./history/...
+RACE_PKGS := ./bench/ ./transport/... ./agent/... ./planes/... ./policy/... ./telemetry/... ./evidence/... ./history/...
 race: deps-test
 	$(GO) test -race $(GOFLAGS_TEST) $(RACE_PKGS)
 

@@ -10,11 +10,13 @@
 //
 // Every message carries a header (magic, kind, session, sequence number,
 // connection index, length) and a CRC32C over header and payload; the
-// server verifies each one, rejects duplicates and counts what it received,
-// and returns the count in a result message after the client's end message.
-// So goodput is what the server verified, divided by the client's time from
-// first send to that result; a corrupt, duplicate or missing message is an
-// error (non-zero exit).
+// server verifies each one, rejects duplicates and counts what it received.
+// A run ends with one end message from the client (what each connection
+// sent) and one result from the server (what it verified of each), on one
+// live connection, not one of each per connection. So goodput is what the
+// server verified, divided by the client's time from first send to that
+// result; a corrupt, duplicate or missing message is an error (non-zero
+// exit).
 //
 // The server serves any number of client runs at once (each is a session)
 // and reports each client and the aggregate, with Jain's fairness index

@@ -87,35 +87,20 @@ func runLatency(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer
 		}
 	}
 	end := h
-	end.kind, end.seq = kindEnd, sent.messages
-	if err := c.Send(ctx, appendCounts(end, sent)); err != nil {
+	end.kind, end.seq = kindEnd, 0
+	if err := c.Send(ctx, appendCountsList(end, []counts{sent})); err != nil {
 		return r, fmt.Errorf("bench: send end: %w", err)
 	}
-	for {
-		msg, err := c.Recv(ctx, nil)
-		if err != nil {
-			return r, fmt.Errorf("bench: waiting for the server's result: %w", err)
-		}
-		rh, err := verify(msg)
-		if err == nil && rh.kind == kindProgress {
-			continue
-		}
-		var v counts
-		if err == nil && rh.kind != kindResult {
-			err = fmt.Errorf("%w: unexpected kind %d", ErrCorrupt, rh.kind)
-		}
-		if err == nil {
-			v, err = parseCounts(msg)
-		}
-		if err != nil {
-			return r, fmt.Errorf("bench: result: %w", err)
-		}
-		r.Messages, r.Bytes, r.Errors = int64(v.messages), int64(v.bytes), int64(v.errors)
-		r.Seconds = time.Since(start).Seconds()
-		if v.errors != 0 || v != (counts{messages: sent.messages, bytes: sent.bytes}) {
-			return r, fmt.Errorf("%w: sent %d pings (%d bytes), server verified %d (%d bytes) with %d errors",
-				ErrVerify, sent.messages, sent.bytes, v.messages, v.bytes, v.errors)
-		}
-		return r, nil
+	got, err := recvResult(ctx, c, h.session, 1)
+	if err != nil {
+		return r, fmt.Errorf("bench: %w", err)
 	}
+	v := got[0]
+	r.Messages, r.Bytes, r.Errors = int64(v.messages), int64(v.bytes), int64(v.errors)
+	r.Seconds = time.Since(start).Seconds()
+	if v.errors != 0 || v != (counts{messages: sent.messages, bytes: sent.bytes}) {
+		return r, fmt.Errorf("%w: sent %d pings (%d bytes), server verified %d (%d bytes) with %d errors",
+			ErrVerify, sent.messages, sent.bytes, v.messages, v.bytes, v.errors)
+	}
+	return r, nil
 }

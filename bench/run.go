@@ -9,7 +9,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -52,6 +51,19 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Result, err
 		}
 	}
 	return r, err
+}
+
+// lockedWriter serialises writes to w: the progress meter, the
+// connections' handlers and the report write from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // startCPUProfile profiles the process into path until stop is called.
@@ -122,6 +134,7 @@ func waitForStart(ctx context.Context, at time.Time, stderr io.Writer) error {
 }
 
 func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer) (Result, error) {
+	stderr = &lockedWriter{w: stderr}
 	r := cfg.result()
 	session := rand.Uint64()
 	if err := checkFDs(cfg); err != nil {
@@ -197,14 +210,14 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 
 	pattern := newPattern(cfg.Size)
 	results := make([]connResult, len(conns))
-	var wg sync.WaitGroup
+	var reader, senders sync.WaitGroup
 	// Connection 0 also carries the server's progress reports: one reader
-	// takes them and hands its result to its sender.
+	// takes them and hands the result to endRun.
 	pc := &progressConn{Conn: conns[0], result: make(chan recvd, 1)}
-	wg.Go(func() { pc.read(ctx, m) })
+	reader.Go(func() { pc.read(ctx, m) })
 	conns[0] = pc
 	for i, c := range conns {
-		wg.Go(func() {
+		senders.Go(func() {
 			res := &results[i]
 			res.err = runConn(ctx, cfg, c, header{session: session, conn: uint16(i), conns: uint16(len(conns))}, pattern, stopAt, m, res)
 			if res.err != nil {
@@ -213,7 +226,9 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 			}
 		})
 	}
-	wg.Wait()
+	senders.Wait()
+	endRun(ctx, conns, results, header{session: session, conns: uint16(len(conns))})
+	reader.Wait()
 	elapsed := time.Since(start)
 	peak := m.finish()
 	select {
@@ -272,8 +287,7 @@ type connResult struct {
 	err            error
 }
 
-// runConn sends connection h.conn's messages, then its end message, and
-// waits for the server's result.
+// runConn sends connection h.conn's messages; endRun sends the run's end.
 func runConn(ctx context.Context, cfg *Config, c Conn, h header, pattern []byte, stopAt time.Time, m *meter, res *connResult) error {
 	i := h.conn
 	// Waiting for room to send ends at -D on connections that take back
@@ -323,30 +337,82 @@ func runConn(ctx context.Context, cfg *Config, c Conn, h header, pattern []byte,
 		res.sent.messages -= uint64(n)
 		res.sent.bytes -= uint64(b)
 	}
-	end := h
-	end.kind, end.seq = kindEnd, res.sent.messages
-	if err := c.Send(ctx, appendCounts(end, res.sent)); err != nil {
-		return fmt.Errorf("bench: conn %d: send end: %w", i, err)
-	}
-	msg, err := c.Recv(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("bench: conn %d: waiting for the server's result: %w", i, err)
-	}
-	rh, err := verify(msg)
-	if err == nil && (rh.kind != kindResult || rh.session != h.session) {
-		err = fmt.Errorf("%w: unexpected kind %d session %x", ErrCorrupt, rh.kind, rh.session)
-	}
-	if err == nil {
-		res.verified, err = parseCounts(msg)
-	}
-	if err != nil {
-		return fmt.Errorf("bench: conn %d: result: %w", i, err)
-	}
-	if res.verified.errors != 0 || res.verified.messages != res.sent.messages || res.verified.bytes != res.sent.bytes {
-		return fmt.Errorf("%w: conn %d: sent %d messages (%d bytes), server verified %d (%d bytes) with %d errors",
-			ErrVerify, i, res.sent.messages, res.sent.bytes, res.verified.messages, res.verified.bytes, res.verified.errors)
-	}
 	return nil
+}
+
+// endRun sends the run's end message (what each connection sent, and
+// which failed) on the first live connection, and checks each
+// connection's count in the server's result. A connection that fails
+// meanwhile is counted failed, and the next one is tried.
+func endRun(ctx context.Context, conns []Conn, results []connResult, h header) {
+	for e, c := range conns {
+		if results[e].err != nil {
+			continue
+		}
+		ends := make([]counts, len(conns))
+		for i, res := range results {
+			ends[i] = counts{messages: res.sent.messages, bytes: res.sent.bytes}
+			if res.err != nil {
+				ends[i].errors = failedEnd
+			}
+		}
+		eh := h
+		eh.kind, eh.conn = kindEnd, uint16(e)
+		if err := c.Send(ctx, appendCountsList(eh, ends)); err != nil {
+			results[e].err = fmt.Errorf("bench: conn %d: send end: %w", e, err)
+			_ = c.Close()
+			continue
+		}
+		got, err := recvResult(ctx, c, h.session, len(conns))
+		if err != nil {
+			results[e].err = fmt.Errorf("bench: conn %d: %w", e, err)
+			_ = c.Close()
+			continue
+		}
+		for i := range results {
+			results[i].check(i, got[i])
+		}
+		return
+	}
+}
+
+// recvResult waits on c for the server's result of session, skipping
+// progress reports.
+func recvResult(ctx context.Context, c Conn, session uint64, conns int) ([]counts, error) {
+	for {
+		msg, err := c.Recv(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for the server's result: %w", err)
+		}
+		rh, err := verify(msg)
+		if err == nil && rh.kind == kindProgress {
+			continue
+		}
+		if err == nil && (rh.kind != kindResult || rh.session != session) {
+			err = fmt.Errorf("%w: unexpected kind %d session %x", ErrCorrupt, rh.kind, rh.session)
+		}
+		var got []counts
+		if err == nil {
+			got, err = parseCountsList(msg, conns)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("result: %w", err)
+		}
+		return got, nil
+	}
+}
+
+// check compares what the server verified of connection i with what it
+// sent; a failed connection keeps its error.
+func (res *connResult) check(i int, got counts) {
+	if res.err != nil {
+		return
+	}
+	res.verified = got
+	if got.errors != 0 || got.messages != res.sent.messages || got.bytes != res.sent.bytes {
+		res.err = fmt.Errorf("%w: conn %d: sent %d messages (%d bytes), server verified %d (%d bytes) with %d errors",
+			ErrVerify, i, res.sent.messages, res.sent.bytes, got.messages, got.bytes, got.errors)
+	}
 }
 
 // progressConn is a client's connection 0: a reader goroutine (read)
@@ -469,44 +535,9 @@ func dialAll(ctx context.Context, cfg *Config, tr Transport) ([]Conn, error) {
 	return conns, nil
 }
 
-// session is one client run as the server sees it.
-type session struct {
-	id           uint64
-	addr         string // the client, as its first connection names it
-	conns        int
-	seen         int // connections that sent a message
-	done, failed int // connections finished (replied or failed), failed
-	first, last  time.Time
-	c            counts
-	connBytes    []int64 // verified bytes by connection index
-
-	verified atomic.Int64 // bytes, for progress reports
-	msgs     atomic.Int64
-	// conn0 carries progress reports until its result is sent (sendMu
-	// orders them with the result).
-	sendMu   sync.Mutex
-	conn0    Conn
-	resulted bool
-}
-
 // progressEvery is how often the server tells each client what it has
 // verified of its run.
 const progressEvery = 100 * time.Millisecond
-
-// sendProgress sends the run's verified counts on connection 0, unless
-// its result went out already.
-func (s *session) sendProgress(ctx context.Context) {
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	if s.conn0 == nil || s.resulted {
-		return
-	}
-	h := header{kind: kindProgress, session: s.id, conns: uint16(s.conns)}
-	c := counts{messages: uint64(s.msgs.Load()), bytes: uint64(s.verified.Load())}
-	_ = s.conn0.Send(ctx, appendCounts(h, c)) // a failed connection is the handler's to report
-}
-
-func (s *session) complete() bool { return s.done >= s.conns }
 
 // drainGrace bounds how long a server with -D waits, after its window, for
 // the client runs in progress to end.
@@ -519,6 +550,7 @@ var errServerTimeout = errors.New("bench: server: --timeout reached")
 // in progress), or ctx ends (interrupted). It reports each client and the
 // aggregate.
 func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer) (Result, error) {
+	stderr = &lockedWriter{w: stderr}
 	parent := ctx
 	if cfg.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -567,32 +599,32 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	handle := func(c Conn) {
 		defer c.Close()
 		var (
-			s       *session
-			seen    bitset
-			got     counts
-			end     *counts
-			endH    header
-			buf     []byte
-			replied bool
-			connErr error
-			conn    int
+			s     *session
+			seen  bitset
+			buf   []byte
+			conn  int
+			early uint64 // errors before the connection named its session
+			verrs int
 		)
-		// finish counts the connection in its session: once the client
-		// has its result (the run ends, and the transport closes, only
-		// then), or when it failed.
-		finish := func(failed bool) {
+		// reply sends the result once a message settled the run's last
+		// connection.
+		reply := func(o outcome) {
+			if err := s.send(ctx, o); err != nil {
+				noteErr(fmt.Errorf("bench: %s: send result: %w", s.addr, err))
+			}
+		}
+		// ended counts the connection in its session once it ended: the
+		// client closed it after its result, or it failed before.
+		ended := func(err error) {
 			if s == nil {
 				return
 			}
-			mu.Lock()
-			if failed {
-				s.failed++
-				s.c.messages += got.messages
-				s.c.bytes += got.bytes
-				s.c.errors += got.errors
-				s.connBytes[conn] = int64(got.bytes)
-				s.last = time.Now()
+			failed, n, o := s.ended(conn)
+			if failed && ctx.Err() == nil {
+				noteErr(fmt.Errorf("bench: %s conn %d: connection ended before the end of its run (%d messages verified): %w", s.addr, conn, n, err))
 			}
+			reply(o)
+			mu.Lock()
 			s.done++
 			if s.complete() {
 				completed++
@@ -601,37 +633,11 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 			mu.Unlock()
 			notify()
 		}
-		reply := func() {
-			res := got
-			if end != nil && (got.messages != end.messages || got.bytes != end.bytes) {
-				res.errors++
-			}
-			rh := endH
-			rh.kind = kindResult
-			s.sendMu.Lock()
-			if conn == 0 {
-				s.resulted = true
-			}
-			if err := c.Send(ctx, appendCounts(rh, res)); err != nil {
-				connErr = fmt.Errorf("bench: %s conn %d: send result: %w", s.addr, conn, err)
-			}
-			s.sendMu.Unlock()
-			replied = true
-			mu.Lock()
-			s.c.messages += got.messages
-			s.c.bytes += got.bytes
-			s.c.errors += res.errors
-			s.connBytes[conn] = int64(got.bytes)
-			s.last = time.Now()
-			mu.Unlock()
-		}
-		for !replied {
-			msg, err := c.Recv(ctx, buf)
+		rctx := ctx
+		for {
+			msg, err := c.Recv(rctx, buf)
 			if err != nil {
-				if ctx.Err() == nil && s != nil {
-					noteErr(fmt.Errorf("bench: %s conn %d: connection ended before the end of its run (%d messages verified): %w", s.addr, conn, got.messages, err))
-				}
-				finish(true)
+				ended(err)
 				return
 			}
 			buf = msg[:cap(msg)]
@@ -643,8 +649,12 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 				verr = fmt.Errorf("%w: conn %d of %d", ErrCorrupt, h.conn, h.conns)
 			}
 			if verr != nil {
-				got.errors++
-				if got.errors == 1 {
+				if s == nil {
+					early++
+				} else {
+					reply(s.addErrors(conn, 1))
+				}
+				if verrs++; verrs == 1 {
 					err := fmt.Errorf("%w: %s: %w", ErrVerify, c.RemoteAddr(), verr)
 					noteErr(err)
 					fmt.Fprintf(stderr, "bench: %v\n", err)
@@ -656,7 +666,7 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 				mu.Lock()
 				s = sessions[h.session]
 				if s == nil && !draining {
-					s = &session{id: h.session, addr: c.RemoteAddr(), conns: int(h.conns), first: now, connBytes: make([]int64, h.conns)}
+					s = newSession(ctx, h.session, c.RemoteAddr(), int(h.conns), now)
 					sessions[h.session] = s
 					order = append(order, s)
 				}
@@ -668,7 +678,10 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 					fmt.Fprintf(stderr, "bench: refusing %s: the server's -D window is over\n", c.RemoteAddr())
 					return
 				}
-				conn = int(h.conn)
+				conn, rctx = int(h.conn), s.ctx
+				if early > 0 {
+					reply(s.addErrors(conn, early))
+				}
 				if conn == 0 {
 					s.sendMu.Lock()
 					s.conn0 = c
@@ -682,15 +695,14 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 			switch h.kind {
 			case kindData, kindPing:
 				if seen.testAndSet(h.seq) {
-					got.errors++
+					reply(s.addErrors(conn, 1))
 					noteErr(fmt.Errorf("%w: %s conn %d: message %d delivered twice", ErrVerify, s.addr, h.conn, h.seq))
 					continue
 				}
-				got.messages++
-				got.bytes += uint64(len(msg))
 				m.add(len(msg))
 				s.verified.Add(int64(len(msg)))
 				s.msgs.Add(1)
+				o := s.add(conn, len(msg))
 				if h.kind == kindPing {
 					h.kind, h.length = kindPong, uint32(len(msg)-HeaderLen)
 					h.put(msg)
@@ -699,34 +711,22 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 					s.sendMu.Unlock()
 					if err != nil {
 						noteErr(fmt.Errorf("bench: %s: send pong: %w", s.addr, err))
-						finish(true)
+						ended(err)
 						return
 					}
 				}
+				reply(o)
 			case kindEnd:
-				e, err := parseCounts(msg)
+				want, err := parseCountsList(msg, s.conns)
 				if err != nil {
-					got.errors++
+					reply(s.addErrors(conn, 1))
 					continue
 				}
-				end, endH = &e, h
+				reply(s.end(c, h, want))
 			default:
-				got.errors++
-			}
-			if end != nil && got.messages+got.errors >= end.messages {
-				reply()
+				reply(s.addErrors(conn, 1))
 			}
 		}
-		if connErr != nil {
-			noteErr(connErr)
-			finish(true)
-			return
-		}
-		// Wait for the client to close, so the result is not cut off.
-		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-		_, _ = c.Recv(wctx, buf)
-		wcancel()
-		finish(false)
 	}
 	wg.Go(func() {
 		for {
@@ -816,20 +816,20 @@ serve:
 	var first, last time.Time
 	var goodputs []float64
 	for _, s := range order {
-		cr := s.result()
+		cr, connBytes, sLast := s.report()
 		r.Clients = append(r.Clients, cr)
 		goodputs = append(goodputs, cr.GoodputBps)
 		r.Connections += s.conns
-		r.FailedConnections += s.failed
-		r.Messages += int64(s.c.messages)
-		r.Bytes += int64(s.c.bytes)
-		r.Errors += int64(s.c.errors)
-		r.PerConnectionBytes = append(r.PerConnectionBytes, s.connBytes...)
+		r.FailedConnections += cr.FailedConnections
+		r.Messages += cr.Messages
+		r.Bytes += cr.Bytes
+		r.Errors += cr.Errors
+		r.PerConnectionBytes = append(r.PerConnectionBytes, connBytes...)
 		if first.IsZero() || s.first.Before(first) {
 			first = s.first
 		}
-		if s.last.After(last) {
-			last = s.last
+		if sLast.After(last) {
+			last = sLast
 		}
 	}
 	r.JainFairness = jainInts(r.PerConnectionBytes)
@@ -867,25 +867,8 @@ serve:
 	return r, err
 }
 
-// result is the session's line of the server's report.
-func (s *session) result() ClientResult {
-	cr := ClientResult{
-		Addr: s.addr, Session: fmt.Sprintf("%016x", s.id), Connections: s.conns,
-		FailedConnections: s.failed, Complete: s.complete(),
-		Messages: int64(s.c.messages), Bytes: int64(s.c.bytes), Errors: int64(s.c.errors),
-		JainFairness: jainInts(s.connBytes),
-	}
-	if !s.last.IsZero() {
-		cr.Seconds = s.last.Sub(s.first).Seconds()
-	}
-	if cr.Seconds > 0 {
-		cr.GoodputBps = float64(cr.Bytes) * 8 / cr.Seconds
-	}
-	return cr
-}
-
 func clientLine(s *session, gbits bool) string {
-	cr := s.result()
+	cr, _, _ := s.report()
 	return fmt.Sprintf("client %s (session %s) done: %d connections, %d failed, %d messages, %d bytes in %.3f s, %s %s, %d errors",
 		cr.Addr, cr.Session, cr.Connections, cr.FailedConnections, cr.Messages, cr.Bytes, cr.Seconds,
 		formatBW(cr.GoodputBps, gbits), bwUnit(gbits), cr.Errors)

@@ -340,32 +340,50 @@ func TestServerServesConcurrentClients(t *testing.T) {
 	}
 }
 
+// wrapping wraps every connection a transport dials or accepts.
+type wrapping struct {
+	Transport
+	wrap func(c Conn, server bool) Conn
+}
+
+func (w wrapping) Dial(ctx context.Context, cfg *Config) (Conn, error) {
+	c, err := w.Transport.Dial(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return w.wrap(c, false), nil
+}
+
+func (w wrapping) Listen(ctx context.Context, cfg *Config) (Listener, error) {
+	ln, err := w.Transport.Listen(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return wrappingListener{ln, w.wrap}, nil
+}
+
+type wrappingListener struct {
+	Listener
+	wrap func(c Conn, server bool) Conn
+}
+
+func (l wrappingListener) Accept(ctx context.Context) (Conn, error) {
+	c, err := l.Listener.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l.wrap(c, true), nil
+}
+
 // gated holds the server's receiving until gate is closed, and counts the
 // data messages the client hands to Send.
 type gated struct {
-	Transport
 	gate chan struct{}
 	sent atomic.Int64
 }
 
-func (g *gated) Listen(ctx context.Context, cfg *Config) (Listener, error) {
-	ln, err := g.Transport.Listen(ctx, cfg)
-	return gatedListener{ln, g}, err
-}
-
-func (g *gated) Dial(ctx context.Context, cfg *Config) (Conn, error) {
-	c, err := g.Transport.Dial(ctx, cfg)
-	return &gatedConn{Conn: c, g: g}, err
-}
-
-type gatedListener struct {
-	Listener
-	g *gated
-}
-
-func (l gatedListener) Accept(ctx context.Context) (Conn, error) {
-	c, err := l.Listener.Accept(ctx)
-	return &gatedConn{Conn: c, g: l.g, server: true}, err
+func (g *gated) transport(tr Transport) Transport {
+	return wrapping{tr, func(c Conn, server bool) Conn { return &gatedConn{Conn: c, g: g, server: server} }}
 }
 
 type gatedConn struct {
@@ -400,7 +418,8 @@ func TestClientProgressCountsVerifiedBytes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
 	defer cancel()
 	const n, size = 100, 4096 // 400 KB: fits the loopback socket buffers
-	g := &gated{Transport: &tcpTransport{}, gate: make(chan struct{})}
+	g := &gated{gate: make(chan struct{})}
+	tr := g.transport(&tcpTransport{})
 	cfg := Config{Mode: ModeTCP, Bind: lo(1), Peer: lo(1), Port: freePort(t), Size: size, Iterations: n, Conns: 1,
 		ConnectTimeout: 5 * time.Second, Interval: 5 * time.Millisecond}
 	scfg, ccfg := cfg, cfg
@@ -408,7 +427,7 @@ func TestClientProgressCountsVerifiedBytes(t *testing.T) {
 	ccfg.Role = RoleClient
 	srvDone := make(chan error, 1)
 	go func() {
-		_, err := runServer(ctx, &scfg, g, &bytes.Buffer{})
+		_, err := runServer(ctx, &scfg, tr, &bytes.Buffer{})
 		srvDone <- err
 	}()
 	var stderr testutil.SyncBuffer
@@ -416,7 +435,7 @@ func TestClientProgressCountsVerifiedBytes(t *testing.T) {
 	var cli Result
 	go func() {
 		var err error
-		cli, err = runClient(ctx, &ccfg, g, &stderr)
+		cli, err = runClient(ctx, &ccfg, tr, &stderr)
 		cliDone <- err
 	}()
 	lines := func() []string {
