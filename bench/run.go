@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -216,17 +217,30 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 	pc := &progressConn{Conn: conns[0], result: make(chan recvd, 1)}
 	reader.Go(func() { pc.read(ctx, m) })
 	conns[0] = pc
+	finished := make([]atomic.Bool, len(conns))
+	abandoned := make([]atomic.Bool, len(conns))
 	for i, c := range conns {
 		senders.Go(func() {
+			defer finished[i].Store(true)
 			res := &results[i]
 			res.err = runConn(ctx, cfg, c, header{session: session, conn: uint16(i), conns: uint16(len(conns))}, pattern, stopAt, m, res)
+			if res.err != nil && abandoned[i].Load() {
+				res.err = fmt.Errorf("bench: conn %d: still sending %v after -D: %w", i, sendGrace, res.err)
+			}
 			if res.err != nil {
 				// A failed connection ends; the others carry on.
 				_ = c.Close()
 			}
 		})
 	}
-	senders.Wait()
+	waitSenders(&senders, stopAt, func() {
+		for i, c := range conns {
+			if !finished[i].Load() {
+				abandoned[i].Store(true)
+				_ = c.Close()
+			}
+		}
+	})
 	endRun(ctx, conns, results, header{session: session, conns: uint16(len(conns))})
 	reader.Wait()
 	elapsed := time.Since(start)
@@ -265,6 +279,34 @@ func runClient(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 
 // resultGrace is how long after -D a client waits for the server's results.
 const resultGrace = 60 * time.Second
+
+// sendGrace is how long after -D a connection may still be handing its
+// last message to the transport (a starved TCP connection in its
+// retransmission backoff): then it is closed and counts as failed, so that
+// the run's end message goes out for the others.
+var sendGrace = 20 * time.Second
+
+// waitSenders waits for the connections' senders; with -D, abandon (which
+// must make them return) is called once sendGrace has passed after it.
+func waitSenders(senders *sync.WaitGroup, stopAt time.Time, abandon func()) {
+	done := make(chan struct{})
+	go func() {
+		senders.Wait()
+		close(done)
+	}()
+	if stopAt.IsZero() {
+		<-done
+		return
+	}
+	t := time.NewTimer(time.Until(stopAt.Add(sendGrace)))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		abandon()
+		<-done
+	}
+}
 
 // filler is a Conn that builds a message in its own send buffer.
 type filler interface {
@@ -406,6 +448,11 @@ func recvResult(ctx context.Context, c Conn, session uint64, conns int) ([]count
 // sent; a failed connection keeps its error.
 func (res *connResult) check(i int, got counts) {
 	if res.err != nil {
+		return
+	}
+	if got.errors == 0 && got.messages < res.sent.messages && got.bytes < res.sent.bytes {
+		res.err = fmt.Errorf("bench: conn %d: the server answered with %d of its %d messages verified (the rest had not arrived)",
+			i, got.messages, res.sent.messages)
 		return
 	}
 	res.verified = got
@@ -759,8 +806,15 @@ func runServer(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer)
 				}
 			}
 			mu.Unlock()
+			now := time.Now()
 			for _, s := range live {
 				s.sendProgress(ctx)
+				if late, o := s.expire(now); len(late) > 0 {
+					noteErr(fmt.Errorf("bench: %s: %d connection(s) (first: conn %d) still short of their data %v after the end message", s.addr, len(late), late[0], endWait))
+					if err := s.send(ctx, o); err != nil {
+						noteErr(fmt.Errorf("bench: %s: send result: %w", s.addr, err))
+					}
+				}
 			}
 		}
 	})

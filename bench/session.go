@@ -36,12 +36,20 @@ type session struct {
 	mismatch []bool   // got differed from want when the result went out
 	endConn  Conn     // the connection the end message came on
 	endH     header
+	endAt    time.Time // the end message came
 	last     time.Time // the result went out, or a connection failed
 
 	// conn0 carries progress reports; sendMu orders them with the result.
 	sendMu sync.Mutex
 	conn0  Conn
 }
+
+// endWait is how long the server waits, after a run's end message, for
+// the data of its slowest connections: then it answers with what arrived,
+// and those connections count as failed (late), not the whole run. The
+// end goes out at most sendGrace after -D, and the client waits for the
+// result until resultGrace after it.
+var endWait = resultGrace / 2
 
 // lingerAfterResult is how long a connection waits for the client to close
 // it once the result went out (so the result is not cut off).
@@ -60,10 +68,14 @@ type outcome struct {
 	to  Conn
 }
 
-// add counts a verified message of conn.
+// add counts a verified message of conn, unless the result went out (a
+// late connection's data counts as it was then).
 func (s *session) add(conn, n int) outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.resulted.Load() {
+		return outcome{}
+	}
 	s.got[conn].messages++
 	s.got[conn].bytes += uint64(n)
 	return s.settle(conn)
@@ -99,7 +111,7 @@ func (s *session) settle(conn int) outcome {
 func (s *session) end(c Conn, h header, want []counts) outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.want, s.endConn, s.endH = want, c, h
+	s.want, s.endConn, s.endH, s.endAt = want, c, h, time.Now()
 	s.pending = 0
 	for i, w := range want {
 		if w.errors == failedEnd {
@@ -117,8 +129,28 @@ func (s *session) end(c Conn, h header, want []counts) outcome {
 	return s.result()
 }
 
+// expire answers a run whose end message came endWait ago or more, with
+// connections still short of their data: those are late (failed). It
+// returns the connections that were late.
+func (s *session) expire(now time.Time) (late []int, o outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.want == nil || s.pending == 0 || s.resulted.Load() || now.Sub(s.endAt) < endWait {
+		return nil, outcome{}
+	}
+	for i := range s.settled {
+		if !s.settled[i] {
+			s.settled[i], s.failed[i] = true, true
+			late = append(late, i)
+		}
+	}
+	s.pending = 0
+	return late, s.result()
+}
+
 // result builds the result message; s.mu held. A connection whose count
-// differs from what the client sent has an error more.
+// differs from what the client sent has an error more; a late one has
+// what arrived.
 func (s *session) result() outcome {
 	res := make([]counts, s.conns)
 	for i, g := range s.got {
