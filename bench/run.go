@@ -406,6 +406,15 @@ func endRun(ctx context.Context, conns []Conn, results []connResult, h header) {
 			continue
 		}
 		got, err := recvResult(ctx, c, h.session, len(conns))
+		if err != nil && ctx.Err() != nil {
+			// Out of time: no other connection would do better.
+			for i := e; i < len(conns); i++ {
+				if results[i].err == nil {
+					results[i].err = fmt.Errorf("bench: conn %d: %w", i, err)
+				}
+			}
+			return
+		}
 		if err != nil {
 			results[e].err = fmt.Errorf("bench: conn %d: %w", e, err)
 			_ = c.Close()
