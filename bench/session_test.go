@@ -111,8 +111,11 @@ func TestConnectionsThatSentNothing(t *testing.T) {
 }
 
 // stalling stops the server's receiving on connection 1 after its first
-// message, for a second.
-type stalling struct{}
+// message until the server has sent the run's result.
+type stalling struct {
+	once     sync.Once
+	resulted chan struct{}
+}
 
 func (st *stalling) transport(tr Transport) Transport {
 	return wrapping{tr, func(c Conn, server bool) Conn {
@@ -133,7 +136,7 @@ func (c *stallConn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 	if c.conn == 2 {
 		c.conn = -1 // once
 		select {
-		case <-time.After(time.Second):
+		case <-c.st.resulted:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -145,13 +148,21 @@ func (c *stallConn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 	return msg, err
 }
 
+func (c *stallConn) Send(ctx context.Context, msg []byte) error {
+	err := c.Conn.Send(ctx, msg)
+	if h, herr := parseHeader(msg); herr == nil && h.kind == kindResult {
+		c.st.once.Do(func() { close(c.st.resulted) })
+	}
+	return err
+}
+
 // TestSlowConnectionFailsAlone: when a connection's data has not all
 // arrived endWait after the end message, the server answers with what
 // did; that connection fails on both sides, the others are verified.
 func TestSlowConnectionFailsAlone(t *testing.T) {
 	defer func(w time.Duration) { endWait = w }(endWait)
 	endWait = 300 * time.Millisecond
-	st := &stalling{}
+	st := &stalling{resulted: make(chan struct{})}
 	cfg := Config{Mode: ModeTCP, Size: 1024, Iterations: 10, Conns: 3, Bind: lo(1), Peer: lo(1), ConnectTimeout: 5 * time.Second}
 	srv, cli, _, serr, cerr := pair(t, st.transport(&tcpTransport{}), cfg)
 	if !errors.Is(cerr, ErrConnFailed) || errors.Is(cerr, ErrVerify) || !errors.Is(serr, ErrConnFailed) {
