@@ -32,6 +32,7 @@ func runLatency(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer
 	var sent counts
 	var seq uint64
 	start := time.Now()
+	var pong []byte // handed back to Recv: no allocation per round trip
 	ping := func(msg []byte) (time.Duration, error) {
 		h.kind, h.seq = kindPing, seq
 		seq++
@@ -43,7 +44,8 @@ func runLatency(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer
 		sent.messages++
 		sent.bytes += uint64(len(msg))
 		for {
-			pong, err := c.Recv(ctx, nil)
+			var err error
+			pong, err = c.Recv(ctx, pong)
 			if err != nil {
 				return 0, fmt.Errorf("bench: waiting for pong %d: %w", h.seq, err)
 			}
@@ -68,7 +70,8 @@ func runLatency(ctx context.Context, cfg *Config, tr Transport, stderr io.Writer
 				return r, err
 			}
 		}
-		var samples []time.Duration
+		// Room for the typical run, so growing it does not make garbage.
+		samples := make([]time.Duration, 0, max(cfg.Iterations, 1<<18))
 		stopAt := time.Now().Add(cfg.Duration)
 		for i := 0; cfg.Duration > 0 || i < cfg.Iterations; i++ {
 			if cfg.Duration > 0 && !time.Now().Before(stopAt) {

@@ -104,6 +104,9 @@ func parseHeader(b []byte) (header, error) {
 }
 
 // verify parses a whole message and checks its length and CRC.
+// zeroCRC stands for the CRC field while the CRC is computed.
+var zeroCRC [4]byte
+
 func verify(msg []byte) (header, error) {
 	h, err := parseHeader(msg)
 	if err != nil {
@@ -114,7 +117,7 @@ func verify(msg []byte) (header, error) {
 	}
 	want := binary.BigEndian.Uint32(msg[32:])
 	crc := crc32.Update(0, castagnoli, msg[:32])
-	crc = crc32.Update(crc, castagnoli, []byte{0, 0, 0, 0})
+	crc = crc32.Update(crc, castagnoli, zeroCRC[:])
 	crc = crc32.Update(crc, castagnoli, msg[36:])
 	if crc != want {
 		return h, fmt.Errorf("%w: conn %d seq %d: crc %#x, want %#x", ErrCorrupt, h.conn, h.seq, crc, want)

@@ -101,7 +101,7 @@ func (co *coalescer) sendIfFull(i int) {
 		return
 	}
 	co.n -= len(cur.batch.Pkts)
-	co.t.sendOut(*cur, co.msg)
+	co.t.sendOut(*cur, co.msg, 0)
 	cur.batch = cur.port.Pool().Get()
 }
 
@@ -109,7 +109,7 @@ func (co *coalescer) sendIfFull(i int) {
 func (co *coalescer) flush() {
 	for i, ob := range co.out {
 		if len(ob.batch.Pkts) > 0 {
-			co.t.sendOut(ob, co.msg)
+			co.t.sendOut(ob, co.msg, 0)
 		} else {
 			ob.batch.Release()
 		}

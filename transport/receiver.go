@@ -104,7 +104,9 @@ func (c *Conn) place(d *wire.Data) {
 		if n == 0 {
 			n = 1
 		}
-		m = &recvMsg{buf: c.t.bufs.get(int(d.TotalLength)), total: d.TotalLength, n: n, bits: make([]uint64, (n+63)/64)}
+		m = c.t.recvMsgPool.Get().(*recvMsg)
+		*m = recvMsg{buf: c.t.bufs.get(int(d.TotalLength)), total: d.TotalLength, n: n}
+		m.bits = bitmap(m.bitsInline[:], n)
 		c.inMsgs[id] = m
 	}
 	ci := int(d.Chunk)
@@ -132,6 +134,8 @@ func (c *Conn) place(d *wire.Data) {
 		c.stats.msgsRecv++
 		c.stats.bytesRecv += uint64(m.total)
 		c.signalRecv()
+		*m = recvMsg{}
+		c.t.recvMsgPool.Put(m)
 	}
 }
 
@@ -190,8 +194,10 @@ func (c *Conn) afterBatch(now time.Time, pl *plane) {
 				wake = wake || n >= maxPerRound
 			}
 			wake = wake || c.nextDeadline(now).Before(c.sleepUntil)
-			data = c.out
-			c.out = nil
+			if len(c.out) > 0 {
+				data = c.out
+				c.out, c.outSpare = c.outSpare, nil
+			}
 		}
 	}
 	var obs [2]outBatch

@@ -31,9 +31,9 @@ const workerFlushDatagrams = 64
 // worker runs the send work of the connections assigned to it.
 type worker struct {
 	mu      sync.Mutex
-	ready   []*Conn   // woken, in turn
-	urgent  []*Conn   // woken for a turn in a shared window: run first
-	waiting deadlines // by next deadline
+	ready   fifo[*Conn] // woken, in turn
+	urgent  fifo[*Conn] // woken for a turn in a shared window: run first
+	waiting deadlines   // by next deadline
 	kick    chan struct{}
 
 	// worker goroutine only
@@ -107,12 +107,9 @@ func (w *worker) next() *Conn {
 }
 
 // popLive pops entries off the front of q until one is live.
-func popLive(q *[]*Conn, live func(*Conn) bool) *Conn {
-	for len(*q) > 0 {
-		c := (*q)[0]
-		(*q)[0] = nil
-		*q = (*q)[1:]
-		if live(c) {
+func popLive(q *fifo[*Conn], live func(*Conn) bool) *Conn {
+	for q.len() > 0 {
+		if c := q.pop(); live(c) {
 			return c
 		}
 	}
@@ -132,7 +129,7 @@ func (c *Conn) wakeForTurn() {
 	c.sched.woken = true
 	if !c.sched.urgent && !c.sched.ended {
 		c.sched.queued, c.sched.urgent = true, true
-		w.urgent = append(w.urgent, c)
+		w.urgent.push(c)
 	}
 	w.mu.Unlock()
 	w.wake()
@@ -148,7 +145,7 @@ func (c *Conn) wakeSender() {
 	c.sched.woken = true
 	if !c.sched.queued && !c.sched.ended {
 		c.sched.queued = true
-		w.ready = append(w.ready, c)
+		w.ready.push(c)
 	}
 	w.mu.Unlock()
 	w.wake()
@@ -166,7 +163,7 @@ func (t *Transport) runWorker(w *worker) {
 			c := heap.Pop(&w.waiting).(*Conn)
 			if !c.sched.queued && !c.sched.ended {
 				c.sched.queued = true
-				w.ready = append(w.ready, c)
+				w.ready.push(c)
 			}
 		}
 		if c := w.next(); c != nil {
@@ -207,7 +204,7 @@ func (t *Transport) runWorker(w *worker) {
 			case more:
 				if !c.sched.queued {
 					c.sched.queued = true
-					w.ready = append(w.ready, c)
+					w.ready.push(c)
 				}
 			case !next.IsZero():
 				c.sched.at = next

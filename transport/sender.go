@@ -183,8 +183,8 @@ func (c *Conn) fill(now time.Time) int {
 				continue
 			}
 			ref, avoid, src = it.ref, it.avoid, 2
-		case len(c.sendQ) > 0:
-			m := c.sendQ[0]
+		case c.sendQ.len() > 0:
+			m := c.sendQ.front()
 			if c.sentNew+c.chunkLen(m, m.next) > c.peerMaxData || m.id-c.sendDone.below >= wire.MaxMessagesInFlight {
 				c.stats.flowBlocked++
 				c.passTurns(now)
@@ -224,8 +224,7 @@ func (c *Conn) fill(now time.Time) int {
 			m.next++
 			c.sentNew += c.chunkLen(m, chunk)
 			if m.next == m.chunks {
-				c.sendQ[0] = nil
-				c.sendQ = c.sendQ[1:]
+				c.sendQ.pop()
 			}
 		}
 		if m == nil { // completed meanwhile (gbn queue)
@@ -306,7 +305,7 @@ func (c *Conn) buildData(now time.Time, p *path, b *ioengine.Batch, m *sendMsg, 
 	// packet is the last of the data queued (so the tail is not delayed).
 	p.sinceAckNow += size
 	cw := p.sent.CC.CongestionWindow()
-	if p.sinceAckNow >= cw/4 || (len(c.sendQ) == 0 && c.retxHead >= len(c.retx)) {
+	if p.sinceAckNow >= cw/4 || (c.sendQ.len() == 0 && c.retxHead >= len(c.retx)) {
 		d.Flags |= wire.FlagAckNow
 		p.sinceAckNow = 0
 	}
@@ -345,7 +344,7 @@ func (c *Conn) onAcked(ref ackhandler.Ref, _ protocol.ByteCount, wasLost bool) {
 		c.sendDone.finish(id)
 		c.queued -= protocol.ByteCount(len(m.data))
 		c.stats.msgsSent++
-		close(m.comp.done)
+		c.finish(m, nil)
 		if c.spaceCh != nil {
 			close(c.spaceCh)
 			c.spaceCh = nil
@@ -589,10 +588,10 @@ func (c *Conn) hasDataToSend() bool {
 	if (c.mode == ModeGBN && c.gbnHead < len(c.gbnQ)) || c.retxHead < len(c.retx) {
 		return true
 	}
-	if len(c.sendQ) == 0 {
+	if c.sendQ.len() == 0 {
 		return false
 	}
-	m := c.sendQ[0]
+	m := c.sendQ.front()
 	return c.sentNew+c.chunkLen(m, m.next) <= c.peerMaxData
 }
 

@@ -36,7 +36,10 @@ type Transport struct {
 
 	acceptQ chan *Conn
 	bufs    bufferPool
-	workers []*worker // run the connections' send work (sched.go)
+	// sendMsgPool and recvMsgPool recycle the state of completed
+	// messages (see sendMsg).
+	sendMsgPool, recvMsgPool sync.Pool
+	workers                  []*worker // run the connections' send work (sched.go)
 	// sendingPeers caches the number of peers that sent data in the last
 	// activeWindow, recounted at most every activeRecount.
 	sendingPeers atomic.Int64
@@ -94,6 +97,8 @@ func Listen(cfg Config) (*Transport, error) {
 		acceptQ:  make(chan *Conn, cfg.AcceptBacklog),
 		instance: rand.Uint64(),
 	}
+	t.sendMsgPool.New = func() any { return new(sendMsg) }
+	t.recvMsgPool.New = func() any { return new(recvMsg) }
 	t.closedRetx = make([]uint64, len(cfg.Local))
 	t.egressCap.Store(uint64(cfg.EgressCap))
 	t.ingressBudget.Store(uint64(cfg.IngressBudget))
@@ -274,14 +279,27 @@ func (t *Transport) handleBatch(pl *plane, b *ioengine.Batch) {
 	pl.ackTx.flush() // the batch's ACKs: as few send calls as there are ports
 }
 
+// recycleSendMsg returns m to the pool once nothing refers to it: it has
+// left the connection's queue and map and its sender has its result.
+func (t *Transport) recycleSendMsg(m *sendMsg) {
+	*m = sendMsg{signal: m.signal}
+	t.sendMsgPool.Put(m)
+}
+
 // sendOut sends ob's batch (if any) and releases it; a failure other than
-// a closed port is logged as msg with args.
-func (t *Transport) sendOut(ob outBatch, msg string, args ...any) {
+// a closed port is logged as msg, with the connection's id when conn is
+// not 0 (an id, not variadic arguments: those would cost a heap
+// allocation per send).
+func (t *Transport) sendOut(ob outBatch, msg string, conn protocol.ConnectionID) {
 	if ob.batch == nil {
 		return
 	}
 	if err := ob.port.Send(ob.batch); err != nil && !errors.Is(err, ioengine.ErrClosed) {
-		t.cfg.Logger.Debug(msg, append(args, "err", err)...)
+		if conn != 0 {
+			t.cfg.Logger.Debug(msg, "conn", conn, "err", err)
+		} else {
+			t.cfg.Logger.Debug(msg, "err", err)
+		}
 	}
 	ob.batch.Release()
 }
