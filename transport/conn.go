@@ -547,8 +547,11 @@ func (c *Conn) bindPaths() {
 }
 
 // Send sends msg and returns when the peer has received all of it, or
-// with the error that made that impossible. msg must not be modified until
-// Send returns. Send blocks while the connection's send buffer is full.
+// with the error that made that impossible. Send blocks while the
+// connection's send buffer is full. msg must not be modified until Send
+// returns; when it returns ctx's error instead, the message stays queued
+// and may still be sent, so msg must then stay as it is until the
+// connection ends (or Withdraw takes it back).
 func (c *Conn) Send(ctx context.Context, msg []byte) error {
 	m, _, err := c.queue(ctx, msg, false)
 	if err != nil {
@@ -637,6 +640,8 @@ func (c *Conn) enqueue(msg []byte, async bool) *sendMsg {
 // and sendQ. c.mu held.
 func (c *Conn) finish(m *sendMsg, err error) {
 	if m.comp == nil {
+		// Never blocks: a message is finished once (it leaves sendMsgs
+		// first), and signal holds one.
 		m.err = err
 		m.signal <- struct{}{} // its Send recycles m
 		return
