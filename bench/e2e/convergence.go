@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -44,6 +46,9 @@ type ConvergenceConfig struct {
 	// FabricdArgs are more fabricd flags, after the benchmark's own (a
 	// variant under test, or --log-level info to see its publications).
 	FabricdArgs []string
+	// HeapProfile, when set, is where the benchmark process's heap profile
+	// is written once the agents converged on their first generation.
+	HeapProfile string
 }
 
 // DefaultConvergenceConfig is the setup: 4,000 agents.
@@ -230,6 +235,11 @@ func RunConvergence(ctx context.Context, cfg ConvergenceConfig, logger *slog.Log
 	runtime.ReadMemStats(&ms1)
 	res.AgentHeapBytes = float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse)) / float64(len(names))
 	res.AgentGoroutines = float64(runtime.NumGoroutine()-g0) / float64(len(names))
+	if cfg.HeapProfile != "" {
+		if err := writeHeapProfile(cfg.HeapProfile); err != nil {
+			return nil, err
+		}
+	}
 	logger.Info("agents converged on the first generation", "agents", len(names), "took", res.Initial)
 
 	if cfg.Settle > 0 {
@@ -466,4 +476,17 @@ func undrain(ctx context.Context, fd *fabricdproc.Proc, id int64) error {
 		return errors.New("e2e: undrain: " + resp.Status)
 	}
 	return nil
+}
+
+// writeHeapProfile writes this process's heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -110,6 +110,7 @@ func convergence(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.DrainCycles, "drain-cycles", cfg.DrainCycles, "drain/undrain cycles (two operations a cycle, one a second)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "deadline of each convergence")
 	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "quiet time after the agents' first convergence, before the first event (fabricd's idle CPU is measured over it)")
+	fs.StringVar(&cfg.HeapProfile, "heap-profile", "", "write the benchmark process's heap profile (agents, switches, etcd clients) here once the agents converged")
 	fs.Func("fabricd-flag", "a fabricd flag after the benchmark's own, as --name=value (repeat it for several), e.g. --fabricd-flag=--log-level=info", func(v string) error {
 		if !strings.HasPrefix(v, "-") {
 			return fmt.Errorf("%q is not a flag (--name=value)", v)

@@ -91,6 +91,37 @@ type portSim struct {
 	override    string              // oper-status set by a test; "" = the source's
 	oper, admin string              // last published
 	transitions uint64
+	// The port's notification prefixes, made once: paths are immutable
+	// once published (the cache and the subscriptions only read them),
+	// so every sample shares them instead of making its own (see leafPath).
+	state, counters *pb.Path
+	queues          map[string]*pb.Path
+}
+
+func (p *portSim) statePrefix(target, iface string) *pb.Path {
+	if p.state == nil {
+		p.state = statePrefix(target, iface)
+	}
+	return p.state
+}
+
+func (p *portSim) countersPrefix(target, iface string) *pb.Path {
+	if p.counters == nil {
+		p.counters = countersPrefix(target, iface)
+	}
+	return p.counters
+}
+
+func (p *portSim) queuePrefix(target, iface, queue string) *pb.Path {
+	q := p.queues[queue]
+	if q == nil {
+		if p.queues == nil {
+			p.queues = map[string]*pb.Path{}
+		}
+		q = queuePrefix(target, iface, queue)
+		p.queues[queue] = q
+	}
+	return q
 }
 
 // Start starts a switch: it reads its source once, publishes, and serves.
@@ -326,7 +357,7 @@ func (s *Switch) publishPort(ps *PortState, ts int64) {
 		if i == 0 {
 			ecn, drop = v[ECNMarked], v[QueueDropped]
 		}
-		s.update(&pb.Notification{Timestamp: ts, Atomic: true, Prefix: queuePrefix(s.cfg.Name, ps.Name, q.Name),
+		s.update(&pb.Notification{Timestamp: ts, Atomic: true, Prefix: p.queuePrefix(s.cfg.Name, ps.Name, q.Name),
 			Update: []*pb.Update{
 				{Path: leafPath("ecn-marked-pkts"), Val: uintVal(ecn)},
 				{Path: leafPath("dropped-pkts"), Val: uintVal(drop)},
@@ -336,7 +367,7 @@ func (s *Switch) publishPort(ps *PortState, ts int64) {
 	for i, leaf := range counterLeaves {
 		upd[i] = &pb.Update{Path: leafPath(leaf), Val: uintVal(v[i])}
 	}
-	s.update(&pb.Notification{Timestamp: ts, Atomic: true, Prefix: countersPrefix(s.cfg.Name, ps.Name), Update: upd})
+	s.update(&pb.Notification{Timestamp: ts, Atomic: true, Prefix: p.countersPrefix(s.cfg.Name, ps.Name), Update: upd})
 }
 
 // publishStatus publishes oper-status and admin-status if they changed.
@@ -349,12 +380,12 @@ func (s *Switch) publishStatus(name string, p *portSim, oper, admin string, ts i
 			p.transitions++
 		}
 		p.oper = oper
-		s.update(&pb.Notification{Timestamp: ts, Prefix: statePrefix(s.cfg.Name, name),
+		s.update(&pb.Notification{Timestamp: ts, Prefix: p.statePrefix(s.cfg.Name, name),
 			Update: []*pb.Update{{Path: leafPath("oper-status"), Val: strVal(oper)}}})
 	}
 	if admin != p.admin {
 		p.admin = admin
-		s.update(&pb.Notification{Timestamp: ts, Prefix: statePrefix(s.cfg.Name, name),
+		s.update(&pb.Notification{Timestamp: ts, Prefix: p.statePrefix(s.cfg.Name, name),
 			Update: []*pb.Update{{Path: leafPath("admin-status"), Val: strVal(admin)}}})
 	}
 }
@@ -634,7 +665,27 @@ func (st *shimStream) Send(r *pb.SubscribeResponse) error {
 	return st.GNMI_SubscribeServer.Send(r)
 }
 
-func leafPath(name string) *pb.Path { return &pb.Path{Elem: []*pb.PathElem{{Name: name}}} }
+// leafPaths are the paths of the leaves a switch publishes, shared by all
+// its notifications: at 128,000 emulated ports, a path per leaf and
+// sample was a fifth of the benchmark process's heap.
+var leafPaths = func() map[string]*pb.Path {
+	m := map[string]*pb.Path{}
+	for _, name := range append(counterLeaves[:], "ecn-marked-pkts", "dropped-pkts", "oper-status", "admin-status") {
+		m[name] = newLeafPath(name)
+	}
+	return m
+}()
+
+// leafPath returns the path of leaf name; the shared one when there is.
+// Callers must not modify it.
+func leafPath(name string) *pb.Path {
+	if p := leafPaths[name]; p != nil {
+		return p
+	}
+	return newLeafPath(name)
+}
+
+func newLeafPath(name string) *pb.Path { return &pb.Path{Elem: []*pb.PathElem{{Name: name}}} }
 
 func uintVal(v uint64) *pb.TypedValue {
 	return &pb.TypedValue{Value: &pb.TypedValue_UintVal{UintVal: v}}
