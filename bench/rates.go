@@ -168,6 +168,15 @@ func (s *seriesMeter) result() *Series {
 // for this transport; 0 for a bucket that starts empty). ok is false when
 // no bucket lies between at and until or none conforms.
 func (s *Series) Settle(at, until int64, limit float64, burst time.Duration) (d time.Duration, ok bool) {
+	return s.SettleLate(at, until, limit, burst, 0)
+}
+
+// SettleLate is Settle for a receiver's series: bytes its own scheduling
+// held back for up to late arrive together afterwards, so the token
+// bucket saves up to late's worth more than one bucket. A stalled and
+// then catching-up receiver conforms; a sender over the limit for longer
+// than late does not.
+func (s *Series) SettleLate(at, until int64, limit float64, burst, late time.Duration) (d time.Duration, ok bool) {
 	w := int64(s.WidthSeconds * 1e9)
 	if w <= 0 {
 		return 0, false
@@ -175,10 +184,11 @@ func (s *Series) Settle(at, until int64, limit float64, burst time.Duration) (d 
 	first := max(0, int((at-s.StartUnixNs+w-1)/w)) // first bucket starting at or after at
 	last := min(len(s.Bps), int((until-s.StartUnixNs)/w)) - 1
 	quantum := limit * s.WidthSeconds // bits a bucket may carry
+	depth := 2*quantum + limit*late.Seconds()
 	conforms := func(k int) bool {
-		tokens := limit * burst.Seconds() // what earlier buckets left, up to one more bucket
+		tokens := limit * burst.Seconds() // what earlier buckets left, up to one more bucket (and late)
 		for _, bps := range s.Bps[k : last+1] {
-			tokens = min(2*quantum, tokens+quantum) - bps*s.WidthSeconds
+			tokens = min(depth, tokens+quantum) - bps*s.WidthSeconds
 			if tokens < -1e-9*quantum {
 				return false
 			}

@@ -83,6 +83,19 @@ func TestSeriesSettle(t *testing.T) {
 	if d, ok := saved.Settle(saved.StartUnixNs, saved.StartUnixNs+40*ms, 100, 0); !ok || d != 10*time.Millisecond {
 		t.Errorf("no burst allowed: settled %v %v, want 10ms", d, ok)
 	}
+	// A receiver that stalled for 30 ms and then took in what waited
+	// conforms when the check allows 20 ms of lateness (one bucket is
+	// always saved), and not with less.
+	stalled := &Series{WidthSeconds: 0.01, StartUnixNs: s.StartUnixNs, Bps: []float64{100, 0, 0, 0, 400, 100, 100}}
+	if d, ok := stalled.SettleLate(stalled.StartUnixNs, stalled.StartUnixNs+70*ms, 100, 0, 20*time.Millisecond); !ok || d != 0 {
+		t.Errorf("a receiver's stall and catch-up: settled %v %v, want 0", d, ok)
+	}
+	if d, ok := stalled.SettleLate(stalled.StartUnixNs, stalled.StartUnixNs+70*ms, 100, 0, 10*time.Millisecond); !ok || d != 50*time.Millisecond {
+		t.Errorf("a 30 ms stall judged with 10 ms of lateness: settled %v %v, want 50ms", d, ok)
+	}
+	if d, ok := over.SettleLate(over.StartUnixNs, over.StartUnixNs+70*ms, 100, 0, 20*time.Millisecond); ok {
+		t.Errorf("5%% over the limit for longer than the lateness conformed from %v", d)
+	}
 	if m := s.Mean(s.StartUnixNs+30*ms, end); m != 100 {
 		t.Errorf("mean %v, want 100", m)
 	}
