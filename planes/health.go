@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -168,6 +169,9 @@ type Engine struct {
 	// OnDetect, if set, is called with the time from a sample's timestamp
 	// at the switch to the plane state change it caused.
 	OnDetect func(time.Duration)
+
+	// planeDowns counts planes' transitions to down (PlaneDowns).
+	planeDowns atomic.Uint64
 
 	mu       sync.RWMutex
 	links    map[linkKey]*linkHealth
@@ -699,9 +703,19 @@ func (e *Engine) aggregatePlane(ph *planeHealth, now time.Time, cause string, ev
 			Evidence: map[string]any{"cause": cause, "capacity_ratio": ph.health.CapacityRatio,
 				"links_up": ph.health.LinksUp, "links_degraded": ph.health.LinksDegraded, "links_down": ph.health.LinksDown}})
 		ph.state = st
+		if st == PlaneDown {
+			e.planeDowns.Add(1)
+		}
 	}
 	return events
 }
+
+// PlaneDowns counts the planes' transitions to down since the engine
+// started (not those restored from history). It takes no lock: a
+// subscriber behind a burst of link events, or one that dropped some,
+// learns of a plane's failure at once instead of waiting for the
+// engine's lock between its batches.
+func (e *Engine) PlaneDowns() uint64 { return e.planeDowns.Load() }
 
 // PlaneHealth implements Health.
 func (e *Engine) PlaneHealth(name string) (PlaneHealth, bool) {

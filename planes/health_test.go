@@ -473,3 +473,32 @@ func TestSnapshotIsOneInstant(t *testing.T) {
 		t.Fatal("an unknown link is in the snapshot")
 	}
 }
+
+// PlaneDowns counts each plane's transitions to down, not degradations,
+// links failing on a plane already down, or recoveries.
+func TestPlaneDownsCountsFailures(t *testing.T) {
+	h := newHarness(t, nil)
+	down := func(sw string, from, to int, st OperStatus) {
+		for i := from; i < to; i++ {
+			h.oper(sw, fmt.Sprintf("E%d", i), st)
+		}
+	}
+	down("s1", 0, 1, OperDown)
+	if n := h.e.PlaneDowns(); n != 0 {
+		t.Fatalf("a degraded plane counted: %d", n)
+	}
+	down("s1", 1, 8, OperDown)
+	h.expectPlane("p1", PlaneDown)
+	if n := h.e.PlaneDowns(); n != 1 {
+		t.Fatalf("after p1 went down: %d, want 1", n)
+	}
+	down("s1", 0, 8, OperUp)
+	h.clock.Advance(DefaultHealthConfig().UpHold)
+	h.e.Tick()
+	h.expectPlane("p1", PlaneHealthy)
+	down("s0", 0, 5, OperDown)
+	down("s1", 0, 5, OperDown)
+	if n := h.e.PlaneDowns(); n != 3 {
+		t.Fatalf("after p1 came back and p0 and p1 went down: %d, want 3", n)
+	}
+}

@@ -166,10 +166,13 @@ type Publisher struct {
 
 	trigger chan struct{}
 	urgent  chan struct{}
-	plain   atomic.Int64 // Trigger calls since the current wait began
-	health  atomic.Int64 // TriggerHealth calls
-	healed  atomic.Int64 // TriggerRecovery calls
-	leader  atomic.Bool
+	// urgentAt is when the oldest TriggerNow not yet taken up came (Unix
+	// ns, 0: none): the planes' publication logs how long it waited.
+	urgentAt atomic.Int64
+	plain    atomic.Int64 // Trigger calls since the current wait began
+	health   atomic.Int64 // TriggerHealth calls
+	healed   atomic.Int64 // TriggerRecovery calls
+	leader   atomic.Bool
 	// recording: this replica was the last leader it knows of (it stays
 	// true while etcd is unreachable, until another leader is seen).
 	recording atomic.Bool
@@ -282,6 +285,7 @@ func (p *Publisher) Recheck() { p.TriggerRecovery() }
 // TriggerNow asks for a recomputation that does not wait for a burst to
 // end: something failed that endpoints must leave at once (a plane down).
 func (p *Publisher) TriggerNow() {
+	p.urgentAt.CompareAndSwap(0, time.Now().UnixNano())
 	select {
 	case p.urgent <- struct{}{}:
 	default:
@@ -906,12 +910,16 @@ func (p *Publisher) record(res Result) {
 // needs at once. The full computation follows, and publishes again only
 // if it changed anything else.
 func (p *Publisher) publishPlanes(ctx context.Context, w *writer) (bool, error) {
+	start := time.Now()
+	var queued time.Duration // from TriggerNow to here
+	if at := p.urgentAt.Swap(0); at != 0 {
+		queued = start.Sub(time.Unix(0, at))
+	}
 	// Only on a complete publication that etcd still holds as written:
 	// no failed update, no drift, no orphan to repair first.
 	if w.lastIn == nil || w.content == nil || w.genKey != w.generation {
 		return false, nil
 	}
-	start := time.Now()
 	planes, ok := p.planesNow()
 	if !ok {
 		return false, nil
@@ -930,7 +938,7 @@ func (p *Publisher) publishPlanes(ctx context.Context, w *writer) (bool, error) 
 	res.Compute = computed
 	p.record(res)
 	p.logger.Info("planes published ahead of the computation", "generation", res.Generation, "written", res.Written,
-		"bytes", res.Bytes, "compute", res.Compute, "write", res.Duration)
+		"bytes", res.Bytes, "since_trigger", queued, "compute", res.Compute, "write", res.Duration)
 	return true, nil
 }
 
