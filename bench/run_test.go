@@ -215,8 +215,11 @@ func TestFailedConnectionIsCountedOthersRun(t *testing.T) {
 	if want := Jain([]float64{1, 0, 1}); cli.JainFairness != want {
 		t.Fatalf("client Jain %v, want %v", cli.JainFairness, want)
 	}
-	if srv.FailedConnections != 1 || len(srv.Clients) != 1 || srv.Clients[0].FailedConnections != 1 || !srv.Clients[0].Complete ||
-		srv.PerConnectionBytes[1] != 20*1024 {
+	// The failed connection's 20 messages count when they arrived: the
+	// client's close can reset it (unread data in its socket) before the
+	// server read them, and the kernel then drops them. Never more.
+	if got := srv.PerConnectionBytes[1]; srv.FailedConnections != 1 || len(srv.Clients) != 1 || srv.Clients[0].FailedConnections != 1 ||
+		!srv.Clients[0].Complete || got > 20*1024 || got%1024 != 0 {
 		t.Fatalf("server %+v", srv)
 	}
 	if !strings.Contains(out, "1 failed of 3") {
