@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multiplane/multiplane/internal/testutil"
 	"github.com/multiplane/multiplane/planes"
 )
 
@@ -82,7 +83,8 @@ func TestPlaneDownTriggersBeforeItsEvent(t *testing.T) {
 			// its 3 triggers came, the loop runs, waits for events and
 			// knows the count of failures before this one.
 			e.ObserveInterfaces([]planes.InterfaceSample{{Switch: "s0", Interface: "E0", Oper: planes.OperDown}})
-			waitFor(t, func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.calls) == 3 })
+			testutil.WaitFor(t, 10*time.Second, "the first failure's 3 triggers",
+				func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.calls) == 3 })
 			rec.mu.Lock()
 			rec.calls, rec.firstNow = nil, -1
 			rec.mu.Unlock()
@@ -110,16 +112,5 @@ func TestPlaneDownTriggersBeforeItsEvent(t *testing.T) {
 				t.Fatalf("triggers %v: the first immediate one after %d, want %d", rec.calls, rec.firstNow, want)
 			}
 		})
-	}
-}
-
-// waitFor polls cond for up to 10 seconds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
